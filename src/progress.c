@@ -1,0 +1,345 @@
+// SPDX-License-Identifier: MIT
+/*
+ * softrnic — the per-process progress thread.
+ *
+ * It sleeps in epoll_wait() and wakes only for control-path work: peers
+ * connecting and asking for MRs (ctl.c), peers hanging up, kicks (a peer
+ * asked us to move a QP to ERR, raise an SRQ limit or CQ overflow event,
+ * or told us that receives were posted for a stalled send queue), and the
+ * retry timer of stalled send queues. The data path never goes through it.
+ *
+ * The progress lock (recursive) serialises its handlers with the removal
+ * of pollables and objects by application threads. Lock order:
+ * progress lock -> ctx->lock -> qp sq_lock -> qp rq_lock -> conn_lock.
+ * The thread only ever trylocks a QP's sq_lock.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include "srn.h"
+
+__thread bool srn_in_progress_thread;
+
+static struct {
+	pthread_mutex_t lock; /* recursive: the progress lock */
+	pthread_mutex_t ref_lock;
+	pthread_mutex_t wake_lock;
+	unsigned refs;
+	pthread_t thread;
+	int epfd, kick_fd, timer_fd;
+	bool stop;
+	uint64_t next_wake_ns;
+	struct srn_list ctxs;
+	struct srn_list live; /* pollables in the epoll set */
+	struct srn_pollable kick, timer;
+} srn_prog = {
+	.ref_lock = PTHREAD_MUTEX_INITIALIZER,
+	.wake_lock = PTHREAD_MUTEX_INITIALIZER,
+	.epfd = -1,
+	.kick_fd = -1,
+	.timer_fd = -1,
+	.ctxs = SRN_LIST_INIT(srn_prog.ctxs),
+	.live = SRN_LIST_INIT(srn_prog.live),
+};
+
+static pthread_once_t srn_prog_once = PTHREAD_ONCE_INIT;
+
+static void srn_prog_lock_init(void)
+{
+	pthread_mutexattr_t a;
+
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
+	pthread_mutex_init(&srn_prog.lock, &a);
+	pthread_mutexattr_destroy(&a);
+}
+
+void srn_progress_lock(void)
+{
+	pthread_once(&srn_prog_once, srn_prog_lock_init);
+	pthread_mutex_lock(&srn_prog.lock);
+}
+
+void srn_progress_unlock(void)
+{
+	pthread_mutex_unlock(&srn_prog.lock);
+}
+
+int srn_progress_kick_fd(void)
+{
+	return srn_prog.kick_fd;
+}
+
+void srn_kick_fd(int fd)
+{
+	uint64_t one = 1;
+
+	if (fd >= 0 && write(fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		srn_dbg("kick: %m");
+}
+
+void srn_progress_kick(void)
+{
+	srn_kick_fd(srn_prog.kick_fd);
+}
+
+int srn_progress_add(struct srn_pollable *p, uint32_t events)
+{
+	struct epoll_event ev = { .events = events, .data.ptr = p };
+
+	int err = 0;
+
+	srn_progress_lock();
+	if (epoll_ctl(srn_prog.epfd, EPOLL_CTL_ADD, p->fd, &ev))
+		err = -errno;
+	if (!err) {
+		p->added = true;
+		srn_list_add_tail(&p->plink, &srn_prog.live);
+	}
+	srn_progress_unlock();
+	return err;
+}
+
+/* Idempotent; once it returns, p's handler is not running and won't. */
+void srn_progress_del(struct srn_pollable *p)
+{
+	srn_progress_lock();
+	if (p->added) {
+		epoll_ctl(srn_prog.epfd, EPOLL_CTL_DEL, p->fd, NULL);
+		srn_list_del(&p->plink);
+	}
+	p->added = false;
+	srn_progress_unlock();
+}
+
+void srn_progress_wake_at(uint64_t deadline_ns)
+{
+	struct itimerspec its = { 0 };
+
+	pthread_mutex_lock(&srn_prog.wake_lock);
+	if (srn_prog.timer_fd >= 0 &&
+	    (!srn_prog.next_wake_ns || deadline_ns < srn_prog.next_wake_ns)) {
+		srn_prog.next_wake_ns = deadline_ns;
+		if (!deadline_ns)
+			deadline_ns = 1;
+		its.it_value.tv_sec = deadline_ns / 1000000000ull;
+		its.it_value.tv_nsec = deadline_ns % 1000000000ull;
+		timerfd_settime(srn_prog.timer_fd, TFD_TIMER_ABSTIME, &its,
+				NULL);
+	}
+	pthread_mutex_unlock(&srn_prog.wake_lock);
+}
+
+/* Under the progress lock: what peers asked of ctx's objects. */
+static void srn_progress_scan(struct srn_context *ctx)
+{
+	struct srn_list *pos, *tmp;
+
+	pthread_mutex_lock(&ctx->lock);
+	srn_list_for_each_safe(pos, tmp, &ctx->qps) {
+		struct srn_qp *qp = srn_list_entry(pos, struct srn_qp, ctx_link);
+
+		/* acq_rel: pairs with the release in srn_resp_error */
+		if (__atomic_load_n(&qp->shm->err_req, __ATOMIC_RELAXED) &&
+		    __atomic_exchange_n(&qp->shm->err_req, 0, __ATOMIC_ACQ_REL))
+			atomic_store_explicit(&qp->pending_err, 1,
+					      memory_order_release);
+	}
+	srn_list_for_each_safe(pos, tmp, &ctx->srqs)
+		srn_srq_check_limit(srn_list_entry(pos, struct srn_srq,
+						   ctx_link));
+	srn_list_for_each_safe(pos, tmp, &ctx->cqs) {
+		struct srn_cq *cq = srn_list_entry(pos, struct srn_cq, ctx_link);
+
+		pthread_mutex_lock(&cq->lock);
+		srn_cq_check_overflow(cq);
+		pthread_mutex_unlock(&cq->lock);
+	}
+	pthread_mutex_unlock(&ctx->lock);
+}
+
+static void srn_progress_retry_all(bool scan)
+{
+	struct srn_list *pos, *tmp;
+	unsigned busy = 0;
+
+	srn_list_for_each_safe(pos, tmp, &srn_prog.ctxs) {
+		struct srn_context *ctx =
+			srn_list_entry(pos, struct srn_context, link);
+
+		if (scan)
+			srn_progress_scan(ctx);
+		busy += srn_req_retry_stalled(ctx);
+	}
+	if (busy) /* somebody held a QP: look again soon */
+		srn_progress_wake_at(srn_now_ns() + 1000000);
+}
+
+static void srn_progress_on_kick(struct srn_pollable *p, uint32_t events)
+{
+	uint64_t v;
+
+	if (read(p->fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		srn_dbg("kick read: %m");
+	srn_progress_retry_all(true);
+}
+
+static void srn_progress_on_timer(struct srn_pollable *p, uint32_t events)
+{
+	uint64_t v;
+
+	if (read(p->fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		srn_dbg("timer read: %m");
+	pthread_mutex_lock(&srn_prog.wake_lock);
+	srn_prog.next_wake_ns = 0;
+	pthread_mutex_unlock(&srn_prog.wake_lock);
+	srn_progress_retry_all(true);
+}
+
+/* Under the progress lock: p is still registered (not freed since
+ * epoll_wait returned it). */
+static bool srn_progress_live(const struct srn_pollable *p)
+{
+	struct srn_list *pos, *tmp;
+
+	srn_list_for_each_safe(pos, tmp, &srn_prog.live)
+		if (srn_list_entry(pos, struct srn_pollable, plink) == p)
+			return true;
+	return false;
+}
+
+static void *srn_progress_main(void *arg)
+{
+	struct epoll_event ev;
+
+	srn_in_progress_thread = true;
+	for (;;) {
+		/* one event at a time: a handler may free other pollables */
+		int n = epoll_wait(srn_prog.epfd, &ev, 1, -1);
+
+		srn_progress_lock();
+		if (srn_prog.stop) {
+			srn_progress_unlock();
+			return NULL;
+		}
+		if (n == 1 && srn_progress_live(ev.data.ptr)) {
+			struct srn_pollable *p = ev.data.ptr;
+
+			p->fn(p, ev.events);
+		}
+		srn_progress_unlock();
+	}
+}
+
+static int srn_progress_start(void)
+{
+	srn_prog.epfd = epoll_create1(EPOLL_CLOEXEC);
+	srn_prog.kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	srn_prog.timer_fd = timerfd_create(CLOCK_MONOTONIC,
+					   TFD_CLOEXEC | TFD_NONBLOCK);
+	if (srn_prog.epfd < 0 || srn_prog.kick_fd < 0 || srn_prog.timer_fd < 0)
+		return -errno;
+	srn_prog.kick = (struct srn_pollable){ .fd = srn_prog.kick_fd,
+					       .fn = srn_progress_on_kick };
+	srn_prog.timer = (struct srn_pollable){ .fd = srn_prog.timer_fd,
+						.fn = srn_progress_on_timer };
+	if (srn_progress_add(&srn_prog.kick, EPOLLIN) ||
+	    srn_progress_add(&srn_prog.timer, EPOLLIN))
+		return -errno;
+	srn_prog.stop = false;
+	srn_prog.next_wake_ns = 0;
+	return -pthread_create(&srn_prog.thread, NULL, srn_progress_main, NULL);
+}
+
+static void srn_progress_close_fds(void)
+{
+	if (srn_prog.epfd >= 0)
+		close(srn_prog.epfd);
+	if (srn_prog.kick_fd >= 0)
+		close(srn_prog.kick_fd);
+	if (srn_prog.timer_fd >= 0)
+		close(srn_prog.timer_fd);
+	srn_prog.epfd = srn_prog.kick_fd = srn_prog.timer_fd = -1;
+}
+
+int srn_progress_get(void)
+{
+	int err = 0;
+
+	pthread_once(&srn_prog_once, srn_prog_lock_init);
+	pthread_mutex_lock(&srn_prog.ref_lock);
+	if (srn_prog.refs == 0) {
+		err = srn_progress_start();
+		if (err)
+			srn_progress_close_fds();
+	}
+	if (!err)
+		srn_prog.refs++;
+	pthread_mutex_unlock(&srn_prog.ref_lock);
+	return err;
+}
+
+void srn_progress_put(void)
+{
+	pthread_mutex_lock(&srn_prog.ref_lock);
+	if (--srn_prog.refs == 0) {
+		srn_progress_lock();
+		srn_prog.stop = true;
+		srn_progress_unlock();
+		srn_progress_kick();
+		pthread_join(srn_prog.thread, NULL);
+		srn_progress_del(&srn_prog.kick);
+		srn_progress_del(&srn_prog.timer);
+		srn_progress_close_fds();
+	}
+	pthread_mutex_unlock(&srn_prog.ref_lock);
+}
+
+void srn_progress_ctx_add(struct srn_context *ctx)
+{
+	srn_progress_lock();
+	srn_list_add_tail(&ctx->link, &srn_prog.ctxs);
+	srn_progress_unlock();
+}
+
+void srn_progress_ctx_del(struct srn_context *ctx)
+{
+	srn_progress_lock();
+	srn_list_del(&ctx->link);
+	srn_progress_unlock();
+}
+
+/* In a forked child: no progress thread runs here. Forget the parent's
+ * (its fds stay open: the application may still hold the objects). */
+void srn_progress_atfork_child(void)
+{
+	struct srn_list *pos, *tmp;
+
+	/* Close the sockets the child inherited, or the parent's peers would
+	 * not see the hang-up when the parent dies. The child's copies of the
+	 * objects get fd -1. */
+	srn_list_for_each_safe(pos, tmp, &srn_prog.live) {
+		struct srn_pollable *p =
+			srn_list_entry(pos, struct srn_pollable, plink);
+
+		if (p != &srn_prog.kick && p != &srn_prog.timer) {
+			close(p->fd);
+			p->fd = -1;
+		}
+		p->added = false;
+		srn_list_init(&p->plink);
+	}
+	srn_list_init(&srn_prog.live);
+	srn_progress_close_fds();
+	srn_prog_lock_init();
+	pthread_mutex_init(&srn_prog.ref_lock, NULL);
+	pthread_mutex_init(&srn_prog.wake_lock, NULL);
+	srn_prog.refs = 0;
+	srn_list_init(&srn_prog.ctxs);
+}

@@ -1,0 +1,205 @@
+// SPDX-License-Identifier: MIT
+/*
+ * softrnic — the requester: runs a QP's send queue when the doorbell rings
+ * (post_send), when a stall may have cleared (a kick from the target, the
+ * application polling its CQ, the progress thread's timer), and when the
+ * QP enters ERR (to flush). Always under the QP's sq_lock.
+ *
+ * WQEs execute in order; a stalled WQE (no receive WQE at the target, or
+ * the target QP not ready) holds the ones behind it, as RC ordering
+ * requires. Retries follow the QP's rnr_retry/min_rnr_timer and
+ * retry_cnt/timeout; when they run out the WQE completes with
+ * RNR_RETRY_EXC_ERR or RETRY_EXC_ERR and the QP moves to ERR.
+ */
+#include "srn.h"
+#include "transport.h"
+
+const char *const srn_stall_names[] = {
+	[SRN_STALL_NONE] = "none",
+	[SRN_STALL_RNR] = "RNR",
+	[SRN_STALL_NOT_READY] = "peer not ready",
+};
+
+/* IBTA RNR NAK timer encoding, in units of 10 us (0 means 655.36 ms). */
+static const uint32_t srn_rnr_10us[32] = {
+	65536, 1,   2,	 3,    4,    6,	   8,	 12,   16,   24,   32,
+	48,    64,  96,	 128,  192,  256,  384,	 512,  768,  1024, 1536,
+	2048,  3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152,
+};
+
+uint64_t srn_rnr_timer_ns(uint8_t min_rnr_timer)
+{
+	return (uint64_t)srn_rnr_10us[min_rnr_timer & 31] * 10000ull;
+}
+
+/* Local ACK timeout: 4.096 us * 2^timeout; 0 means wait forever. */
+uint64_t srn_ack_timeout_ns(uint8_t timeout)
+{
+	return timeout ? 4096ull << (timeout & 31) : 0;
+}
+
+static struct srn_swqe *srn_sq_wqe(struct srn_qp *qp, uint64_t i)
+{
+	return (struct srn_swqe *)(qp->sq.buf +
+				   (i & (qp->sq.size - 1)) * qp->sq.stride);
+}
+
+static void srn_req_unstall(struct srn_qp *qp)
+{
+	if (qp->stall == SRN_STALL_NONE)
+		return;
+	qp->stall = SRN_STALL_NONE;
+	atomic_fetch_sub_explicit(&qp->ctx->nstalled, 1, memory_order_relaxed);
+}
+
+static void srn_req_stall_start(struct srn_qp *qp, enum srn_stall why,
+				uint64_t now)
+{
+	bool rnr = why == SRN_STALL_RNR;
+
+	qp->stall = why;
+	atomic_fetch_add_explicit(&qp->ctx->nstalled, 1, memory_order_relaxed);
+	qp->stall_retries = rnr ? qp->attr.rnr_retry : qp->attr.retry_cnt;
+	qp->stall_period_ns = rnr ? srn_rnr_timer_ns(qp->attr.min_rnr_timer) :
+				    srn_ack_timeout_ns(qp->attr.timeout);
+	if (!qp->stall_period_ns) /* timeout 0: wait for the target forever */
+		qp->stall_period_ns = 100000000ull;
+	qp->stall_deadline_ns = now + qp->stall_period_ns;
+	srn_progress_wake_at(qp->stall_deadline_ns);
+}
+
+static bool srn_req_retries_infinite(const struct srn_qp *qp)
+{
+	if (qp->stall == SRN_STALL_RNR)
+		return qp->attr.rnr_retry == 7;
+	return qp->attr.timeout == 0;
+}
+
+/*
+ * Records a stall of the head WQE. Returns true when the retries are used
+ * up: the caller then fails the WQE with *status.
+ */
+static bool srn_req_stall(struct srn_qp *qp, enum srn_stall why,
+			  enum ibv_wc_status *status)
+{
+	uint64_t now = srn_now_ns();
+
+	if (qp->stall == SRN_STALL_NONE) {
+		srn_req_stall_start(qp, why, now);
+		return false;
+	}
+	qp->stall = why;
+	if (now < qp->stall_deadline_ns)
+		return false; /* an early retry (kick or poll): free */
+	if (!srn_req_retries_infinite(qp) && qp->stall_retries-- == 0) {
+		*status = why == SRN_STALL_RNR ? IBV_WC_RNR_RETRY_EXC_ERR :
+						 IBV_WC_RETRY_EXC_ERR;
+		srn_req_unstall(qp);
+		return true;
+	}
+	qp->stall_deadline_ns = now + qp->stall_period_ns;
+	srn_progress_wake_at(qp->stall_deadline_ns);
+	return false;
+}
+
+static bool srn_wqe_signaled(const struct srn_qp *qp, const struct srn_swqe *w)
+{
+	return qp->sq_sig_all || (w->send_flags & IBV_SEND_SIGNALED);
+}
+
+/* Executes the head WQE; false when the queue must stop (stalled). */
+static bool srn_req_step(struct srn_qp *qp, struct srn_swqe *w)
+{
+	enum ibv_wc_status status = IBV_WC_SUCCESS;
+	enum srn_stall why = SRN_STALL_NONE;
+
+	if (srn_qp_state(qp) == IBV_QPS_ERR || !qp->tops) {
+		srn_comp_send(qp, w, IBV_WC_WR_FLUSH_ERR);
+		return true;
+	}
+	if (qp->tops->execute(qp, w, &status, &why) == -EAGAIN &&
+	    !srn_req_stall(qp, why, &status))
+		return false;
+	srn_req_unstall(qp);
+	if (status != IBV_WC_SUCCESS) {
+		srn_dbg("QP 0x%06x wr_id %llu failed: %s",
+			qp->ibqpx.qp_base.qp_num, (unsigned long long)w->wr_id,
+			ibv_wc_status_str(status));
+		srn_comp_send(qp, w, status);
+		srn_qp_error(qp);
+	} else if (srn_wqe_signaled(qp, w)) {
+		srn_comp_send(qp, w, IBV_WC_SUCCESS);
+	}
+	return true;
+}
+
+void srn_req_run(struct srn_qp *qp)
+{
+	struct srn_sq *sq = &qp->sq;
+
+	/* acq_rel: pairs with the release in srn_qp_async_error */
+	if (srn_unlikely(atomic_load_explicit(&qp->pending_err,
+					      memory_order_relaxed)) &&
+	    atomic_exchange_explicit(&qp->pending_err, 0, memory_order_acq_rel))
+		srn_qp_error(qp);
+	while (sq->cons != sq->prod) {
+		if (!srn_req_step(qp, srn_sq_wqe(qp, sq->cons)))
+			return;
+		sq->cons++;
+	}
+	srn_req_unstall(qp);
+}
+
+/*
+ * Gives stalled send queues of ctx a chance to move. Never blocks on a
+ * QP: a QP whose lock is taken is being run by its owner anyway.
+ */
+unsigned srn_req_retry_stalled(struct srn_context *ctx)
+{
+	struct srn_qp *batch[16];
+	unsigned n = 0, busy = 0;
+	struct srn_list *pos, *tmp;
+
+	pthread_mutex_lock(&ctx->lock);
+	srn_list_for_each_safe(pos, tmp, &ctx->qps) {
+		struct srn_qp *qp = srn_list_entry(pos, struct srn_qp, ctx_link);
+
+		if (n == SRN_ARRAY_SIZE(batch)) {
+			busy++;
+			break;
+		}
+		if (pthread_mutex_trylock(&qp->sq_lock)) {
+			busy++;
+			continue;
+		}
+		if (qp->stall != SRN_STALL_NONE ||
+		    atomic_load_explicit(&qp->pending_err,
+					 memory_order_relaxed))
+			batch[n++] = qp; /* keeps sq_lock: not freed */
+		else
+			pthread_mutex_unlock(&qp->sq_lock);
+	}
+	pthread_mutex_unlock(&ctx->lock);
+	for (unsigned i = 0; i < n; i++) {
+		srn_req_run(batch[i]);
+		pthread_mutex_unlock(&batch[i]->sq_lock);
+	}
+	return busy; /* QPs that could not be looked at now */
+}
+
+/*
+ * From the progress thread: the QP must go to ERR (its peer died, or the
+ * peer's responder asked). Done now if the QP is free, otherwise by whoever
+ * holds it (srn_req_run checks the flag) or by the next timer tick.
+ */
+void srn_qp_async_error(struct srn_qp *qp)
+{
+	/* release: pairs with the acq_rel exchange in srn_req_run */
+	atomic_store_explicit(&qp->pending_err, 1, memory_order_release);
+	if (pthread_mutex_trylock(&qp->sq_lock)) {
+		srn_progress_wake_at(srn_now_ns() + 1000000);
+		return;
+	}
+	srn_req_run(qp);
+	pthread_mutex_unlock(&qp->sq_lock);
+}

@@ -1,0 +1,513 @@
+// SPDX-License-Identifier: MIT
+/*
+ * softrnic — the same-host transport.
+ *
+ * At RTR the initiator maps the target QP's segments (ctl.c). From then on
+ * every operation is executed by the initiator itself, at doorbell time:
+ * RDMA WRITE/READ and atomics are loads and stores into the target's
+ * registered memory mapped here; SEND takes the target's next receive WQE
+ * from its ring, copies the payload straight into that buffer and writes
+ * the CQE into the target's CQ. One copy, no system call, no help from any
+ * thread of the target.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "shm_transport.h"
+#include "transport.h"
+
+/* ---- local SGEs ---- */
+
+/* Resolves the WQE's local SGEs (or its inline data) to iovecs. */
+static int srn_local_iov(struct srn_qp *qp, const struct srn_swqe *w,
+			 unsigned need, struct iovec *iov, unsigned *n_p)
+{
+	const struct srn_tpt_shm *tpt = srn_ctx_tpt(qp->ctx);
+	struct srn_key_ref ref;
+	unsigned n = 0;
+
+	if (w->inline_len) {
+		iov[0].iov_base = (void *)&w->sge[qp->cap.max_send_sge];
+		iov[0].iov_len = w->inline_len;
+		*n_p = 1;
+		return 0;
+	}
+	for (uint32_t i = 0; i < w->num_sge; i++) {
+		const struct ibv_sge *s = &w->sge[i];
+
+		if (!s->length)
+			continue;
+		if (srn_key_check(tpt, s->lkey, qp->pd->handle, need, s->addr,
+				  s->length, &ref) != SRN_KEY_OK)
+			return -EACCES;
+		iov[n].iov_base = (void *)(uintptr_t)(ref.va +
+						      (s->addr - ref.iova));
+		iov[n++].iov_len = s->length;
+	}
+	*n_p = n;
+	return 0;
+}
+
+/* Copies min(total(src), total(dst)) bytes from one iovec list to another. */
+static void srn_iov_copy(const struct iovec *dst, unsigned nd,
+			 const struct iovec *src, unsigned ns)
+{
+	size_t doff = 0, soff = 0;
+	unsigned di = 0, si = 0;
+
+	while (di < nd && si < ns) {
+		size_t dl = dst[di].iov_len - doff, sl = src[si].iov_len - soff;
+		size_t k = dl < sl ? dl : sl;
+
+		memcpy((char *)dst[di].iov_base + doff,
+		       (const char *)src[si].iov_base + soff, k);
+		doff += k;
+		soff += k;
+		if (doff == dst[di].iov_len) {
+			di++;
+			doff = 0;
+		}
+		if (soff == src[si].iov_len) {
+			si++;
+			soff = 0;
+		}
+	}
+}
+
+/* Maps an error of srn_resp_mr to the requester's completion status. */
+static int srn_remote_fail(struct srn_peer *p, int err,
+			   enum ibv_wc_status *status, enum srn_stall *stall)
+{
+	if (err == -EAGAIN) {
+		*stall = SRN_STALL_NOT_READY;
+		return -EAGAIN;
+	}
+	if (err == -EACCES) {
+		*status = IBV_WC_REM_ACCESS_ERR;
+		srn_resp_error(p);
+	} else {
+		*status = IBV_WC_RETRY_EXC_ERR;
+	}
+	return 0;
+}
+
+static bool srn_target_allows(struct srn_peer *p, unsigned acc)
+{
+	/* acquire: pairs with the release in srn_qp_apply_attr */
+	return (__atomic_load_n(&p->tqp->qp_access_flags, __ATOMIC_ACQUIRE) &
+		acc) == acc;
+}
+
+static int srn_invalid_request(struct srn_peer *p, enum ibv_wc_status *status)
+{
+	*status = IBV_WC_REM_INV_REQ_ERR;
+	srn_resp_error(p);
+	return 0;
+}
+
+/* ---- operations ---- */
+
+static int srn_shm_write(struct srn_qp *qp, struct srn_peer *p,
+			 const struct srn_swqe *w, enum ibv_wc_status *status,
+			 enum srn_stall *stall)
+{
+	bool imm = w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+	struct srn_rwqe_buf rb;
+	struct iovec src[SRN_MAX_SGE], dst;
+	unsigned ns;
+	uint8_t *ptr = NULL;
+	uint64_t pos;
+	int err;
+
+	if (srn_local_iov(qp, w, 0, src, &ns)) {
+		*status = IBV_WC_LOC_PROT_ERR;
+		return 0;
+	}
+	if (!srn_target_allows(p, IBV_ACCESS_REMOTE_WRITE))
+		return srn_invalid_request(p, status);
+	if (w->total_len) {
+		err = srn_resp_mr(p, w->rkey, w->remote_addr, w->total_len,
+				  IBV_ACCESS_REMOTE_WRITE, &ptr);
+		if (err)
+			return srn_remote_fail(p, err, status, stall);
+	}
+	if (imm) {
+		do {
+			if (srn_resp_peek_recv(p, &rb.w, &pos) == -EAGAIN) {
+				*stall = SRN_STALL_RNR;
+				return -EAGAIN;
+			}
+		} while (!srn_resp_commit_recv(p, pos));
+	}
+	dst.iov_base = ptr;
+	dst.iov_len = w->total_len;
+	srn_iov_copy(&dst, 1, src, ns);
+	if (imm)
+		srn_resp_complete(p, &rb.w, w, IBV_WC_RECV_RDMA_WITH_IMM,
+				  (uint32_t)w->total_len, IBV_WC_SUCCESS);
+	*status = IBV_WC_SUCCESS;
+	return 0;
+}
+
+/* A receive WQE that cannot take the SEND: complete it in error at the
+ * target and fail the request. */
+static int srn_send_reject(struct srn_peer *p, const struct srn_rwqe *rw,
+			   const struct srn_swqe *w, enum ibv_wc_status tstat,
+			   enum ibv_wc_status *status)
+{
+	srn_resp_complete(p, rw, w, IBV_WC_RECV, 0, tstat);
+	srn_resp_error(p);
+	*status = tstat == IBV_WC_LOC_LEN_ERR ? IBV_WC_REM_INV_REQ_ERR :
+						IBV_WC_REM_OP_ERR;
+	return 0;
+}
+
+static int srn_shm_send(struct srn_qp *qp, struct srn_peer *p,
+			const struct srn_swqe *w, enum ibv_wc_status *status,
+			enum srn_stall *stall)
+{
+	struct iovec src[SRN_MAX_SGE], dst[SRN_MAX_SGE];
+	struct srn_rwqe_buf rb;
+	unsigned ns;
+	uint64_t pos, cap;
+	int err, rerr;
+
+	if (srn_local_iov(qp, w, 0, src, &ns)) {
+		*status = IBV_WC_LOC_PROT_ERR;
+		return 0;
+	}
+	do {
+		err = srn_resp_peek_recv(p, &rb.w, &pos);
+		if (err == -EAGAIN) {
+			*stall = SRN_STALL_RNR;
+			return -EAGAIN;
+		}
+		rerr = err ? err : srn_resp_recv_sges(p, &rb.w, dst, &cap);
+		if (rerr == -EAGAIN)
+			return srn_remote_fail(p, rerr, status, stall);
+	} while (!srn_resp_commit_recv(p, pos));
+	if (rerr == -EACCES || rerr == -EPROTO)
+		return srn_send_reject(p, &rb.w, w, IBV_WC_LOC_PROT_ERR, status);
+	if (rerr)
+		return srn_remote_fail(p, rerr, status, stall);
+	if (w->total_len > cap)
+		return srn_send_reject(p, &rb.w, w, IBV_WC_LOC_LEN_ERR, status);
+	srn_iov_copy(dst, rb.w.num_sge, src, ns);
+	srn_resp_complete(p, &rb.w, w, IBV_WC_RECV, (uint32_t)w->total_len,
+			  IBV_WC_SUCCESS);
+	*status = IBV_WC_SUCCESS;
+	return 0;
+}
+
+static int srn_shm_read(struct srn_qp *qp, struct srn_peer *p,
+			const struct srn_swqe *w, enum ibv_wc_status *status,
+			enum srn_stall *stall)
+{
+	struct iovec dst[SRN_MAX_SGE], src;
+	unsigned nd;
+	uint8_t *ptr = NULL;
+	int err;
+
+	if (srn_local_iov(qp, w, IBV_ACCESS_LOCAL_WRITE, dst, &nd)) {
+		*status = IBV_WC_LOC_PROT_ERR;
+		return 0;
+	}
+	if (!srn_target_allows(p, IBV_ACCESS_REMOTE_READ))
+		return srn_invalid_request(p, status);
+	if (w->total_len) {
+		err = srn_resp_mr(p, w->rkey, w->remote_addr, w->total_len,
+				  IBV_ACCESS_REMOTE_READ, &ptr);
+		if (err)
+			return srn_remote_fail(p, err, status, stall);
+	}
+	src.iov_base = ptr;
+	src.iov_len = w->total_len;
+	srn_iov_copy(dst, nd, &src, 1);
+	*status = IBV_WC_SUCCESS;
+	return 0;
+}
+
+static int srn_shm_atomic(struct srn_qp *qp, struct srn_peer *p,
+			  const struct srn_swqe *w, enum ibv_wc_status *status,
+			  enum srn_stall *stall)
+{
+	struct iovec dst[SRN_MAX_SGE];
+	uint64_t *target, old;
+	uint8_t *ptr;
+	unsigned nd;
+	int err;
+
+	if (srn_local_iov(qp, w, IBV_ACCESS_LOCAL_WRITE, dst, &nd) ||
+	    nd != 1 || dst[0].iov_len != 8) {
+		*status = IBV_WC_LOC_PROT_ERR;
+		return 0;
+	}
+	if (!srn_target_allows(p, IBV_ACCESS_REMOTE_ATOMIC) ||
+	    (w->remote_addr & 7))
+		return srn_invalid_request(p, status);
+	err = srn_resp_mr(p, w->rkey, w->remote_addr, 8,
+			  IBV_ACCESS_REMOTE_ATOMIC, &ptr);
+	if (err)
+		return srn_remote_fail(p, err, status, stall);
+	target = (uint64_t *)ptr;
+	if (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP) {
+		old = w->compare_add;
+		__atomic_compare_exchange_n(target, &old, w->swap, false,
+					    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+	} else {
+		old = __atomic_fetch_add(target, w->compare_add,
+					 __ATOMIC_SEQ_CST);
+	}
+	memcpy(dst[0].iov_base, &old, 8);
+	*status = IBV_WC_SUCCESS;
+	return 0;
+}
+
+static int srn_shm_execute(struct srn_qp *qp, const struct srn_swqe *w,
+			   enum ibv_wc_status *status, enum srn_stall *stall)
+{
+	struct srn_peer *p = qp->tpriv;
+	uint32_t tst;
+
+	if (srn_unlikely(atomic_load_explicit(&p->gone, memory_order_acquire))) {
+		*status = IBV_WC_RETRY_EXC_ERR; /* nobody answers any more */
+		return 0;
+	}
+	/* acquire: pairs with the release in srn_qp_set_state */
+	tst = __atomic_load_n(&p->tqp->state, __ATOMIC_ACQUIRE);
+	if (srn_unlikely(tst != IBV_QPS_RTR && tst != IBV_QPS_RTS &&
+			 tst != IBV_QPS_SQD)) {
+		*stall = SRN_STALL_NOT_READY; /* a device would drop it */
+		return -EAGAIN;
+	}
+	switch (w->opcode) {
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		return srn_shm_write(qp, p, w, status, stall);
+	case IBV_WR_SEND:
+	case IBV_WR_SEND_WITH_IMM:
+		return srn_shm_send(qp, p, w, status, stall);
+	case IBV_WR_RDMA_READ:
+		return srn_shm_read(qp, p, w, status, stall);
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		return srn_shm_atomic(qp, p, w, status, stall);
+	default:
+		*status = IBV_WC_LOC_QP_OP_ERR;
+		return 0;
+	}
+}
+
+/* ---- target MRs mapped here ---- */
+
+static void srn_rmr_unmap(struct srn_rmr *m)
+{
+	if (m->key && m->map)
+		munmap(m->map, m->map_len);
+	memset(m, 0, sizeof(*m));
+}
+
+void srn_peer_unmap_all(struct srn_peer *p)
+{
+	for (unsigned i = 0; i < SRN_RMR_CACHE; i++)
+		srn_rmr_unmap(&p->rmr[i]);
+}
+
+static int srn_rep_check(const struct srn_ctl_mr_rep *r, ssize_t len,
+			 uint32_t key, unsigned nfds)
+{
+	if (len != (ssize_t)sizeof(*r) || r->hdr.magic != SRN_CTL_MAGIC ||
+	    r->hdr.version != SRN_CTL_VERSION ||
+	    r->hdr.type != SRN_CTL_MR_REP || r->hdr.len != sizeof(*r))
+		return -EPROTO;
+	if (r->hdr.status)
+		return r->hdr.status < 0 && r->hdr.status > -4096 ?
+			       r->hdr.status :
+			       -EPROTO;
+	if (r->key != key || !r->nchunks || r->nchunks > SRN_MR_MAX_CHUNKS ||
+	    r->nchunks != nfds || r->page_off >= 4096 ||
+	    r->span_len > SRN_MAX_MR_SIZE + 8192 || r->span_len % 4096 ||
+	    r->length > r->span_len - r->page_off)
+		return -EPROTO;
+	for (unsigned i = 0; i < r->nchunks; i++) {
+		const struct srn_ctl_chunk *c = &r->chunk[i];
+
+		if (c->span_off % 4096 || c->len % 4096 || !c->len ||
+		    c->span_off > r->span_len ||
+		    c->len > r->span_len - c->span_off || c->file_off % 4096)
+			return -EPROTO;
+	}
+	return 0;
+}
+
+static int srn_rmr_map(struct srn_rmr *m, const struct srn_ctl_mr_rep *r,
+		       const int *fds)
+{
+	int prot = PROT_READ;
+	uint8_t *base;
+
+	if (r->access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+			 IBV_ACCESS_REMOTE_ATOMIC))
+		prot |= PROT_WRITE;
+	base = mmap(NULL, r->span_len, PROT_NONE,
+		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (base == MAP_FAILED)
+		return -errno;
+	for (unsigned i = 0; i < r->nchunks; i++) {
+		if (mmap(base + r->chunk[i].span_off, r->chunk[i].len, prot,
+			 MAP_SHARED | MAP_FIXED, fds[i],
+			 r->chunk[i].file_off) == MAP_FAILED) {
+			int err = -errno;
+
+			munmap(base, r->span_len);
+			return err;
+		}
+	}
+	madvise(base, r->span_len, MADV_DONTFORK);
+	m->key = r->key;
+	m->access = r->access;
+	m->iova = r->iova;
+	m->length = r->length;
+	m->map = base;
+	m->map_len = r->span_len;
+	m->base = base + r->page_off;
+	return 0;
+}
+
+/* Asks the target for the memory behind key and maps it. Only from an
+ * application thread: the progress thread never waits for a peer. */
+int srn_shm_mr_fetch(struct srn_peer *p, uint32_t key, struct srn_rmr **rmr_p)
+{
+	struct srn_ctl_mr_req req = {
+		.hdr = { SRN_CTL_MAGIC, SRN_CTL_VERSION, SRN_CTL_MR_REQ, 0,
+			 sizeof(req) },
+		.key = key,
+	};
+	struct srn_ctl_mr_rep rep;
+	int fds[SRN_CTL_MAX_FDS];
+	unsigned nfds = SRN_CTL_MAX_FDS;
+	struct srn_rmr *m;
+	ssize_t n;
+	int err;
+
+	if (srn_in_progress_thread)
+		return -EAGAIN;
+	err = srn_ctl_sendmsg(p->conn.fd, &req, sizeof(req), NULL, 0);
+	if (err)
+		return err;
+	n = srn_ctl_recvmsg(p->conn.fd, &rep, sizeof(rep), fds, &nfds);
+	if (n < 0)
+		return (int)n;
+	err = srn_rep_check(&rep, n, key, nfds);
+	m = &p->rmr[p->rmr_next++ % SRN_RMR_CACHE];
+	srn_rmr_unmap(m);
+	if (!err)
+		err = srn_rmr_map(m, &rep, fds);
+	for (unsigned i = 0; i < nfds; i++)
+		close(fds[i]);
+	if (err == -ENOENT || err == -EACCES)
+		err = -EACCES; /* not there, or not shared with peers */
+	*rmr_p = m;
+	return err;
+}
+
+/* ---- connection ---- */
+
+static void srn_peer_free(struct srn_peer *p)
+{
+	srn_peer_unmap_all(p);
+	srn_seg_unmap(&p->qp_seg);
+	srn_seg_unmap(&p->cq_seg);
+	srn_seg_unmap(&p->tpt_seg);
+	srn_seg_unmap(&p->srq_seg);
+	if (p->chan_fd >= 0)
+		close(p->chan_fd);
+	if (p->kick_fd >= 0)
+		close(p->kick_fd);
+	if (p->conn.fd >= 0)
+		close(p->conn.fd);
+	free(p);
+}
+
+/* Progress thread: the target's end of the connection hung up. */
+static void srn_shm_on_hup(struct srn_pollable *pl, uint32_t events)
+{
+	struct srn_peer *p = pl->priv;
+	struct srn_ctl_hdr h;
+	unsigned how = SRN_PEER_DEAD;
+
+	while (recv(pl->fd, &h, sizeof(h), MSG_DONTWAIT) >= (ssize_t)sizeof(h))
+		if (h.magic == SRN_CTL_MAGIC && h.type == SRN_CTL_BYE)
+			how = SRN_PEER_CLOSED;
+	srn_progress_del(pl);
+	/* release: pairs with the acquire in srn_shm_execute */
+	atomic_store_explicit(&p->gone, how, memory_order_release);
+	if (how == SRN_PEER_DEAD) {
+		srn_warn("QP 0x%06x: peer process %d (QP 0x%06x) died",
+			 p->qp->ibqpx.qp_base.qp_num, (int)p->pid, p->qpn);
+		srn_qp_async_error(p->qp);
+	} else {
+		srn_progress_wake_at(srn_now_ns()); /* fail what waits */
+	}
+}
+
+static int srn_shm_connect(struct srn_qp *qp, const struct ibv_qp_attr *attr)
+{
+	struct srn_peer *p = calloc(1, sizeof(*p));
+	int err;
+
+	if (!p)
+		return -ENOMEM;
+	p->qp = qp;
+	p->qp_seg.fd = p->cq_seg.fd = p->tpt_seg.fd = p->srq_seg.fd = -1;
+	p->chan_fd = p->kick_fd = p->conn.fd = -1;
+	err = srn_ctl_connect(p, attr->dest_qp_num);
+	if (err) {
+		srn_peer_free(p);
+		return err;
+	}
+	p->conn.fn = srn_shm_on_hup;
+	p->conn.priv = p;
+	err = srn_progress_add(&p->conn, EPOLLRDHUP);
+	if (err) {
+		srn_peer_free(p);
+		return err;
+	}
+	qp->tpriv = p;
+	return 0;
+}
+
+static void srn_shm_disconnect(struct srn_qp *qp)
+{
+	struct srn_peer *p = qp->tpriv;
+
+	if (!p)
+		return;
+	srn_progress_del(&p->conn);
+	srn_ctl_bye(p->conn.fd);
+	srn_peer_free(p);
+	qp->tpriv = NULL;
+}
+
+static const char *srn_shm_describe(struct srn_qp *qp)
+{
+	struct srn_peer *p = qp->tpriv;
+
+	return p ? p->desc : "shm (not connected)";
+}
+
+const struct srn_transport_ops srn_shm_transport_ops = {
+	.name = "shm",
+	.connect = srn_shm_connect,
+	.disconnect = srn_shm_disconnect,
+	.execute = srn_shm_execute,
+	.describe = srn_shm_describe,
+};

@@ -1,0 +1,458 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * softrnic — internal objects of the library and the interfaces between
+ * its hardware blocks:
+ *
+ *   device.c/context.c  the device and its contexts (ibv_open_device)
+ *   pd.c, mr.c          protection domains, MRs and the key table (TPT)
+ *   memreg.c            making registered memory shareable (memfd remap)
+ *   cq.c, event.c       completion rings, channels and async events
+ *   queue.c, srq.c      receive queues (QP RQ and SRQ) in shared memory
+ *   qp.c, qp_state.c    QPs and their state machine
+ *   opcode.c            the opcode table
+ *   requester.c         runs the send queue at doorbell time
+ *   responder.c         target-side checks and placement (runs in the
+ *                       initiator, on the target's shared memory)
+ *   completer.c         completions for the send side
+ *   transport.c         the ops interface that transports implement
+ *   shm_transport.c     same-host transport; ctl.c its control messages
+ *   progress.c          the per-process progress thread (epoll, blocks)
+ */
+#ifndef SRN_H
+#define SRN_H
+
+#include <infiniband/verbs.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "srn_compiler.h"
+#include "srn_list.h"
+#include "srn_shm_proto.h"
+
+/* ---- device limits (reported by ibv_query_device and enforced) ---- */
+#define SRN_MAX_QP 4096
+#define SRN_MAX_QP_WR 16384
+#define SRN_MAX_SGE 16
+#define SRN_MAX_INLINE 256
+#define SRN_MAX_CQ 4096
+#define SRN_MAX_CQE 65535
+#define SRN_MAX_MR (SRN_TPT_ENTRIES - 1)
+#define SRN_MAX_MR_SIZE (1ull << 40)
+#define SRN_MAX_PD 4096
+#define SRN_MAX_SRQ 1024
+#define SRN_MAX_SRQ_WR 16384
+#define SRN_MAX_AH 4096
+#define SRN_MAX_RD_ATOM 128
+#define SRN_MAX_MSG_SZ 0x80000000u
+#define SRN_GID_TBL_LEN 16
+#define SRN_VENDOR_ID 0x5352ee /* none of Mellanox, Amazon, Intel, ... */
+#define SRN_VENDOR_PART_ID 0x5201
+#define SRN_DEV_NAME "softrnic0"
+
+/* ---- log.c ---- */
+enum srn_log_level { SRN_LOG_ERR, SRN_LOG_WARN, SRN_LOG_INFO, SRN_LOG_DBG };
+void srn_log(enum srn_log_level lvl, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+#define srn_err(...) srn_log(SRN_LOG_ERR, __VA_ARGS__)
+#define srn_warn(...) srn_log(SRN_LOG_WARN, __VA_ARGS__)
+#define srn_dbg(...) srn_log(SRN_LOG_DBG, __VA_ARGS__)
+uint64_t srn_now_ns(void);
+
+/* ---- shm.c: memfd segments ---- */
+struct srn_seg {
+	int fd;
+	void *addr;
+	size_t size;
+};
+
+int srn_seg_create(struct srn_seg *seg, enum srn_seg_kind kind, size_t size,
+		   uint32_t id);
+int srn_seg_map(struct srn_seg *seg, int fd, enum srn_seg_kind kind,
+		size_t min_size, int prot);
+void srn_seg_unmap(struct srn_seg *seg);
+int srn_seg_seal_writes(struct srn_seg *seg);
+
+/* ---- device.c ---- */
+struct srn_device {
+	struct ibv_device ibdev;
+	void *verbs_ops_slot; /* NULL; where verbs_device.ops would be */
+	uint64_t guid;
+	union ibv_gid gid;
+	uint32_t ipv4; /* network order, the address in gid */
+};
+
+struct srn_device *srn_device_get(void);
+bool srn_gid_is_local(const union ibv_gid *gid);
+
+/* ---- context.c ---- */
+struct srn_async_event {
+	struct srn_list link;
+	struct ibv_async_event ev;
+};
+
+struct srn_context {
+	struct srn_list link; /* in the progress thread's context list */
+	pid_t owner_pid;
+	uint32_t handle;
+	pthread_mutex_t lock; /* object lists, handles, MR table */
+	struct srn_list qps, cqs, srqs;
+	uint32_t nqp, ncq, nsrq, npd, nmr, nah;
+	uint32_t next_handle;
+	/* key table: shared (peers map it read-only) and private half */
+	struct srn_seg tpt_seg;
+	struct srn_mr *mr_by_index[SRN_TPT_ENTRIES];
+	uint32_t mr_hint;
+	/* async events (ibv_get_async_event) */
+	pthread_mutex_t async_lock;
+	struct srn_list async_events;
+	/* QPs with a stalled send queue (RNR, peer not ready) */
+	atomic_uint nstalled;
+	/* must be last: the application's view */
+	struct verbs_context vctx;
+};
+
+static inline struct srn_context *to_sctx(struct ibv_context *ibctx)
+{
+	return container_of(ibctx, struct srn_context, vctx.context);
+}
+
+static inline struct srn_tpt_shm *srn_ctx_tpt(struct srn_context *ctx)
+{
+	return ctx->tpt_seg.addr;
+}
+
+uint32_t srn_ctx_new_handle(struct srn_context *ctx);
+void srn_async_event_post(struct srn_context *ctx,
+			  const struct ibv_async_event *ev);
+bool srn_ctx_is_foreign(const struct srn_context *ctx);
+extern pid_t srn_pid; /* this process, refreshed after fork */
+
+/* ---- pd.c ---- */
+struct srn_pd {
+	struct ibv_pd ibpd;
+	uint32_t handle;
+	atomic_uint refs; /* MRs, QPs, SRQs, AHs using it */
+};
+
+static inline struct srn_pd *to_spd(struct ibv_pd *p)
+{
+	return container_of(p, struct srn_pd, ibpd);
+}
+
+/* ---- memreg.c ---- */
+struct srn_chunk;
+
+struct srn_mr_piece {
+	struct srn_chunk *chunk;
+	uint64_t span_off;
+	uint64_t len;
+	uint64_t file_off;
+	int fd; /* the chunk's memfd (owned by the chunk) */
+};
+
+struct srn_memreg {
+	uintptr_t span_start;
+	size_t span_len;
+	unsigned npieces;
+	struct srn_mr_piece piece[16];
+};
+
+int srn_memreg_get(struct srn_memreg *reg, uintptr_t addr, size_t len,
+		   bool need_write);
+void srn_memreg_put(struct srn_memreg *reg);
+void srn_memreg_atfork_child(void);
+int srn_memreg_check(uintptr_t addr, size_t len, bool need_write);
+
+/* ---- mr.c: the translation and protection table ---- */
+struct srn_mr {
+	struct ibv_mr ibmr;
+	struct srn_pd *pd;
+	uint32_t index;
+	unsigned access;
+	uint64_t iova;
+	bool shared; /* memory reachable by peers (memreg holds it) */
+	struct srn_memreg reg;
+};
+
+/* What a key resolves to: a copy of its TPT entry, taken consistently. */
+struct srn_key_ref {
+	uint32_t key;
+	uint32_t pd_handle;
+	uint32_t access;
+	uint64_t iova;
+	uint64_t length;
+	uint64_t va;
+};
+
+/* Outcome of a key check, in the order the checks run. */
+enum srn_key_err {
+	SRN_KEY_OK = 0,
+	SRN_KEY_BAD_KEY,
+	SRN_KEY_BAD_PD,
+	SRN_KEY_BAD_ACCESS,
+	SRN_KEY_BAD_BOUNDS,
+};
+extern const char *const srn_key_err_names[];
+
+int srn_tpt_lookup(const struct srn_tpt_shm *tpt, uint32_t key,
+		   struct srn_key_ref *ref);
+enum srn_key_err srn_key_check(const struct srn_tpt_shm *tpt, uint32_t key,
+			       uint32_t pd_handle, unsigned need_access,
+			       uint64_t addr, uint64_t len,
+			       struct srn_key_ref *ref);
+int srn_tpt_init(struct srn_context *ctx);
+void srn_tpt_fini(struct srn_context *ctx);
+int srn_mr_export(struct srn_context *ctx, uint32_t key,
+		  struct srn_key_ref *ref, struct srn_memreg *reg_copy);
+
+/* ---- cq.c ---- */
+struct srn_comp_channel {
+	struct ibv_comp_channel ibch;
+	pthread_mutex_t lock;
+	struct srn_list cqs;
+};
+
+struct srn_cq {
+	struct ibv_cq_ex ibcq; /* ibv_cq is its prefix */
+	struct srn_context *ctx;
+	struct srn_list ctx_link;
+	struct srn_list chan_link;
+	uint32_t handle;
+	pthread_mutex_t lock; /* the consumer side */
+	struct srn_seg seg;
+	struct srn_cq_shm *shm;
+	struct srn_cqe *ring;
+	uint32_t mask;
+	uint64_t cons; /* owner's copy, published to shm->cons */
+	uint64_t events_seen; /* events handed out by ibv_get_cq_event */
+	struct srn_comp_channel *chan;
+	atomic_uint refs; /* QPs and SRQs using it */
+	bool overflow_reported;
+};
+
+static inline struct srn_cq *to_scq(struct ibv_cq *c)
+{
+	return container_of((struct ibv_cq_ex *)c, struct srn_cq, ibcq);
+}
+
+/* A producer's view of some CQ: ours or a peer's. */
+struct srn_cq_view {
+	struct srn_cq_shm *shm;
+	struct srn_cqe *ring;
+	uint32_t mask;
+	int chan_fd; /* eventfd of the owner's channel, -1 if none */
+	int kick_fd; /* owner's progress kick, for overflow */
+};
+
+int srn_cq_view_init(struct srn_cq_view *v, void *seg_addr, size_t seg_size,
+		     int chan_fd, int kick_fd);
+int srn_cq_post(const struct srn_cq_view *v, const struct srn_cqe *cqe);
+void srn_cq_local_view(struct srn_cq *cq, struct srn_cq_view *v);
+void srn_cq_check_overflow(struct srn_cq *cq);
+
+/* ---- event.c ---- */
+int srn_channel_signal(int chan_fd);
+
+/* ---- queue.c: receive rings in shared memory ---- */
+struct srn_rq_view {
+	struct srn_rq_shm *rq;
+	uint8_t *wqes;
+	uint32_t mask;
+	uint32_t stride;
+	uint32_t max_sge;
+};
+
+/* A receive WQE with room for the largest SGE list. */
+struct srn_rwqe_buf {
+	struct srn_rwqe w;
+	struct srn_rsge sge[SRN_MAX_SGE];
+};
+
+uint32_t srn_rq_stride(uint32_t max_sge);
+size_t srn_rq_bytes(uint32_t size, uint32_t max_sge);
+void srn_rq_init(struct srn_rq_shm *rq, uint32_t size, uint32_t max_sge,
+		 uint32_t wqe_off);
+int srn_rq_view_init(struct srn_rq_view *v, struct srn_rq_shm *rq,
+		     void *seg_base, size_t seg_size);
+int srn_rq_post(const struct srn_rq_view *v, const struct ibv_recv_wr *wr);
+int srn_rq_peek(const struct srn_rq_view *v, struct srn_rwqe *out,
+		uint64_t *pos_p);
+bool srn_rq_commit(const struct srn_rq_view *v, uint64_t pos);
+int srn_rq_claim(const struct srn_rq_view *v, struct srn_rwqe *out);
+uint32_t srn_rq_count(const struct srn_rq_view *v);
+
+struct srn_qp;
+
+/* ---- srq.c ---- */
+struct srn_srq {
+	struct ibv_srq ibsrq;
+	struct srn_context *ctx;
+	struct srn_list ctx_link;
+	struct srn_pd *pd;
+	uint32_t handle;
+	pthread_mutex_t lock;
+	struct srn_seg seg;
+	struct srn_srq_shm *shm;
+	struct srn_rq_view rqv;
+	uint32_t max_wr, max_sge;
+	atomic_uint refs;
+};
+
+static inline struct srn_srq *to_ssrq(struct ibv_srq *s)
+{
+	return container_of(s, struct srn_srq, ibsrq);
+}
+
+void srn_srq_check_limit(struct srn_srq *srq);
+void srn_srq_limit_consumed(struct srn_rq_view *v, int owner_kick_fd);
+void srn_ctl_kick_peers(struct srn_qp *qp);
+
+/* ---- opcode.c ---- */
+enum srn_op_flags {
+	SRN_OP_REMOTE_WRITE = 1 << 0, /* needs REMOTE_WRITE at target */
+	SRN_OP_REMOTE_READ = 1 << 1,
+	SRN_OP_REMOTE_ATOMIC = 1 << 2,
+	SRN_OP_CONSUMES_RECV = 1 << 3, /* takes a receive WQE */
+	SRN_OP_LOCAL_WRITE = 1 << 4, /* scatters into local SGEs */
+	SRN_OP_HAS_IMM = 1 << 5,
+	SRN_OP_INLINE_OK = 1 << 6,
+};
+
+struct srn_opcode_info {
+	const char *name;
+	unsigned flags;
+	enum ibv_wc_opcode wc_opcode; /* requester completion */
+	enum ibv_wc_opcode recv_wc_opcode; /* responder completion */
+};
+
+const struct srn_opcode_info *srn_opcode_get(unsigned opcode);
+
+/* ---- qp.c / qp_state.c ---- */
+struct srn_swqe {
+	uint64_t wr_id;
+	uint32_t opcode;
+	uint32_t send_flags;
+	uint32_t num_sge;
+	uint32_t imm_data; /* network order */
+	uint64_t remote_addr;
+	uint32_t rkey;
+	uint32_t inline_len;
+	uint64_t compare_add;
+	uint64_t swap;
+	uint64_t total_len;
+	struct ibv_sge sge[]; /* max_sge; inline data follows */
+};
+
+struct srn_sq {
+	uint8_t *buf;
+	uint32_t size; /* power of two */
+	uint32_t stride;
+	uint32_t max_wr;
+	uint64_t prod, cons;
+};
+
+enum srn_stall {
+	SRN_STALL_NONE = 0,
+	SRN_STALL_RNR, /* no receive WQE at the target */
+	SRN_STALL_NOT_READY, /* target not in RTR/RTS yet */
+};
+extern const char *const srn_stall_names[];
+
+struct srn_transport_ops;
+
+struct srn_qp {
+	struct ibv_qp_ex ibqpx; /* qp_base first */
+	struct srn_context *ctx;
+	struct srn_list ctx_link;
+	struct srn_pd *pd;
+	struct srn_cq *send_cq, *recv_cq;
+	struct srn_srq *srq;
+	pthread_mutex_t sq_lock; /* the requester; taken before rq_lock */
+	pthread_mutex_t rq_lock;
+	struct ibv_qp_cap cap;
+	bool sq_sig_all;
+	/* attributes (written by modify_qp under both locks) */
+	struct ibv_qp_attr attr;
+	/* shared segment: state for peers and the RQ ring */
+	struct srn_seg seg;
+	struct srn_qp_shm *shm;
+	struct srn_rq_view rqv; /* unused with an SRQ */
+	struct srn_sq sq;
+	/* the transport and its per-connection state */
+	const struct srn_transport_ops *tops;
+	void *tpriv;
+	/* stall bookkeeping, under sq_lock */
+	enum srn_stall stall;
+	uint64_t stall_deadline_ns;
+	unsigned stall_retries;
+	uint64_t stall_period_ns;
+	/* set by the progress thread when it could not get sq_lock */
+	atomic_uint pending_err;
+	/* the QP's listening socket and accepted peer connections */
+	struct srn_pollable *listener;
+	pthread_mutex_t conn_lock; /* leaf lock: guards conns */
+	struct srn_list conns;
+};
+
+static inline struct srn_qp *to_sqp(struct ibv_qp *q)
+{
+	return container_of(q, struct srn_qp, ibqpx.qp_base);
+}
+
+static inline enum ibv_qp_state srn_qp_state(const struct srn_qp *qp)
+{
+	return __atomic_load_n(&qp->ibqpx.qp_base.state, __ATOMIC_ACQUIRE);
+}
+
+extern const char *const srn_qp_state_names[];
+int srn_qp_check_modify(enum ibv_qp_state cur, enum ibv_qp_state next,
+			enum ibv_qp_type type, int mask);
+void srn_qp_set_state(struct srn_qp *qp, enum ibv_qp_state next);
+void srn_qp_error(struct srn_qp *qp);
+void srn_qp_flush_recv(struct srn_qp *qp);
+int srn_qp_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+		     struct ibv_send_wr **bad_wr);
+int srn_qp_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
+		     struct ibv_recv_wr **bad_wr);
+
+/* ---- requester.c / completer.c ---- */
+void srn_req_run(struct srn_qp *qp);
+unsigned srn_req_retry_stalled(struct srn_context *ctx);
+void srn_qp_async_error(struct srn_qp *qp);
+void srn_comp_send(struct srn_qp *qp, const struct srn_swqe *wqe,
+		   enum ibv_wc_status status);
+void srn_comp_recv_flush(struct srn_qp *qp, uint64_t wr_id);
+uint64_t srn_rnr_timer_ns(uint8_t min_rnr_timer);
+uint64_t srn_ack_timeout_ns(uint8_t timeout);
+
+/* ---- progress.c ---- */
+struct srn_pollable;
+typedef void srn_poll_fn(struct srn_pollable *p, uint32_t events);
+
+struct srn_pollable {
+	int fd;
+	srn_poll_fn *fn;
+	void *priv;
+	struct srn_list link; /* owner's list (e.g. a QP's conns) */
+	struct srn_list plink; /* the progress thread's live list */
+	bool added;
+};
+
+int srn_progress_get(void);
+void srn_progress_put(void);
+int srn_progress_add(struct srn_pollable *p, uint32_t events);
+void srn_progress_del(struct srn_pollable *p);
+void srn_progress_lock(void);
+void srn_progress_unlock(void);
+int srn_progress_kick_fd(void);
+void srn_progress_kick(void);
+void srn_progress_wake_at(uint64_t deadline_ns);
+void srn_progress_ctx_add(struct srn_context *ctx);
+void srn_progress_ctx_del(struct srn_context *ctx);
+void srn_kick_fd(int fd);
+void srn_progress_atfork_child(void);
+
+#endif /* SRN_H */

@@ -1,0 +1,209 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * softrnic — layout of everything that lives in shared memory.
+ *
+ * Every object a peer process may touch is a memfd "segment" that starts
+ * with struct srn_seg_hdr. Segments are passed between processes with
+ * SCM_RIGHTS (see srn_ctl_proto.h) and never named in /dev/shm, so nothing
+ * outlives the processes that map them.
+ *
+ * Rules: fixed-width types only, offsets (never pointers), sizes are
+ * static_asserted, and a reader bounds-checks everything it reads from a
+ * segment another process can write. See docs/shm-layout.md.
+ */
+#ifndef SRN_SHM_PROTO_H
+#define SRN_SHM_PROTO_H
+
+#include <assert.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SRN_SHM_MAGIC 0x314e5253u /* "SRN1" little endian */
+#define SRN_SHM_VERSION 1
+
+enum srn_seg_kind {
+	SRN_SEG_QP = 1,
+	SRN_SEG_CQ = 2,
+	SRN_SEG_SRQ = 3,
+	SRN_SEG_TPT = 4,
+};
+
+/* First 64 bytes of every segment. Written once by the owner at creation. */
+struct srn_seg_hdr {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t kind; /* enum srn_seg_kind */
+	uint64_t size; /* total bytes of the segment */
+	uint32_t owner_pid;
+	uint32_t id; /* QPN, CQ/SRQ handle, or context handle */
+	uint8_t rsvd[40];
+};
+static_assert(sizeof(struct srn_seg_hdr) == 64, "seg hdr size");
+
+/* ------------------------------------------------------------------ */
+/* Receive queue (RQ of a QP, or an SRQ).                              */
+/*                                                                    */
+/* Single producer (the owner's post_recv, under its rq lock), many   */
+/* consumers (initiators in any process, and the owner when flushing) */
+/* that claim entries by CAS on cons.                                 */
+
+struct srn_rsge {
+	uint64_t addr;
+	uint32_t length;
+	uint32_t lkey;
+};
+static_assert(sizeof(struct srn_rsge) == 16, "rsge size");
+
+struct srn_rwqe {
+	uint64_t wr_id;
+	uint32_t num_sge;
+	uint32_t rsvd;
+	struct srn_rsge sge[]; /* max_sge entries, see srn_rq_shm.stride */
+};
+static_assert(sizeof(struct srn_rwqe) == 16, "rwqe hdr size");
+
+/* peer_waiting values: why an initiator stalled on this queue */
+#define SRN_WAIT_RNR 1u
+
+struct srn_rq_shm {
+	uint32_t size; /* entries, power of two */
+	uint32_t stride; /* bytes per WQE */
+	uint32_t max_sge;
+	uint32_t wqe_off; /* offset of WQE 0 from the segment start */
+	uint8_t rsvd0[48];
+	/* Written by the owner only: release, pairs with the acquire in
+	 * srn_rq_claim(). */
+	_Alignas(64) uint64_t prod;
+	/* Claimed with acq_rel CAS by any consumer. */
+	_Alignas(64) uint64_t cons;
+	/* Set by a stalled initiator (release), exchanged to 0 by the owner
+	 * after a post_recv (acq_rel), who then kicks the waiter. */
+	_Alignas(64) uint32_t peer_waiting;
+	/* SRQ only: limit armed (owner writes), limit hit (consumer sets). */
+	uint32_t limit;
+	uint32_t limit_hit;
+	uint8_t rsvd1[52];
+};
+static_assert(sizeof(struct srn_rq_shm) == 256, "rq shm size");
+static_assert(offsetof(struct srn_rq_shm, prod) == 64, "rq prod offset");
+static_assert(offsetof(struct srn_rq_shm, cons) == 128, "rq cons offset");
+
+/* ------------------------------------------------------------------ */
+/* QP segment: what a peer needs to see of a QP.                       */
+
+/* err_req bits: an initiator asks the owner to move the QP to ERR. */
+#define SRN_ERRREQ_REMOTE 1u
+
+struct srn_qp_shm {
+	struct srn_seg_hdr hdr;
+	/* Owner writes (release) in srn_qp_set_state(); peers acquire. */
+	uint32_t state; /* enum ibv_qp_state */
+	uint32_t qp_access_flags;
+	uint32_t pd_handle;
+	uint32_t has_srq;
+	uint32_t recv_cq_handle;
+	uint32_t dest_qpn; /* the peer QP this one is connected to */
+	uint8_t rsvd0[40];
+	/* Set by a peer (release) to ask for ERR; owner exchanges it. */
+	_Alignas(64) uint32_t err_req;
+	uint8_t rsvd1[60];
+	struct srn_rq_shm rq; /* unused when has_srq */
+	/* WQEs follow at rq.wqe_off */
+};
+static_assert(sizeof(struct srn_qp_shm) == 448, "qp shm size");
+static_assert(offsetof(struct srn_qp_shm, rq) == 192, "qp rq offset");
+
+struct srn_srq_shm {
+	struct srn_seg_hdr hdr;
+	uint32_t pd_handle;
+	uint32_t srq_handle;
+	uint8_t rsvd[56];
+	struct srn_rq_shm rq;
+};
+static_assert(sizeof(struct srn_srq_shm) == 384, "srq shm size");
+
+/* ------------------------------------------------------------------ */
+/* Completion queue: many producers (any process), one consumer (the   */
+/* owner's poll_cq). A CQE is valid when owner_seq == position + 1     */
+/* (mod 2^32): the owner tag changes on every lap of the ring.         */
+
+#define SRN_CQE_SOLICITED 0x1u
+
+struct srn_cqe {
+	uint64_t wr_id;
+	uint32_t status;
+	uint32_t opcode;
+	uint32_t vendor_err;
+	uint32_t byte_len;
+	uint32_t imm_data; /* network byte order, as in ibv_wc */
+	uint32_t qp_num;
+	uint32_t src_qp;
+	uint32_t wc_flags;
+	uint16_t pkey_index;
+	uint16_t slid;
+	uint8_t sl;
+	uint8_t dlid_path_bits;
+	uint16_t flags; /* SRN_CQE_* */
+	uint8_t rsvd[12];
+	/* Written last by the producer with release; the consumer's acquire
+	 * load of it pairs with that and makes the fields above visible. */
+	uint32_t owner_seq;
+};
+static_assert(sizeof(struct srn_cqe) == 64, "cqe size");
+
+#define SRN_CQ_ARM_NONE 0u
+#define SRN_CQ_ARM_NEXT 1u
+#define SRN_CQ_ARM_SOLICITED 2u
+
+struct srn_cq_shm {
+	struct srn_seg_hdr hdr;
+	uint32_t size; /* entries, power of two */
+	uint32_t cqe_off;
+	uint8_t rsvd0[56];
+	/* Reserved by producers with an acq_rel CAS in srn_cq_post(). */
+	_Alignas(64) uint64_t prod;
+	/* Advanced by the owner's poll (release); producers acquire it to
+	 * check for space. */
+	_Alignas(64) uint64_t cons;
+	/* Armed by req_notify_cq (release); a producer that fires the event
+	 * exchanges it to NONE (acq_rel), so each arm fires once. */
+	_Alignas(64) uint32_t arm;
+	uint32_t overflow; /* set by a producer that found the ring full */
+	uint64_t events; /* completion events fired (producer fetch_add) */
+	uint8_t rsvd1[48];
+	/* CQEs follow at cqe_off */
+};
+static_assert(sizeof(struct srn_cq_shm) == 320, "cq shm size");
+
+/* ------------------------------------------------------------------ */
+/* Translation and protection table, one per context. The owner maps it */
+/* writable and seals it against further writable mappings; peers map   */
+/* it read-only and check an entry before every access to an MR.        */
+
+#define SRN_TPT_ENTRIES 16384u
+#define SRN_KEY_INDEX_BITS 14
+#define SRN_KEY_INDEX_MASK ((1u << SRN_KEY_INDEX_BITS) - 1)
+
+struct srn_tpt_entry {
+	/* 0 when free. Written last with release at registration and
+	 * cleared first at deregistration; readers acquire. */
+	uint32_t key;
+	uint32_t pd_handle;
+	uint32_t access; /* IBV_ACCESS_* */
+	uint32_t rsvd0;
+	uint64_t iova; /* first byte the key covers */
+	uint64_t length;
+	uint64_t va; /* owner's virtual address of iova */
+	uint8_t rsvd1[24];
+};
+static_assert(sizeof(struct srn_tpt_entry) == 64, "tpt entry size");
+
+struct srn_tpt_shm {
+	struct srn_seg_hdr hdr;
+	uint32_t nentries;
+	uint8_t rsvd[60];
+	struct srn_tpt_entry entry[SRN_TPT_ENTRIES];
+};
+static_assert(offsetof(struct srn_tpt_shm, entry) == 128, "tpt entry off");
+
+#endif /* SRN_SHM_PROTO_H */

@@ -1,0 +1,219 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Unit tests of the hardware blocks, linked against the library's objects:
+ * receive rings, CQ rings (owner bits, overflow, arming), the key table and
+ * its check order, the QP state table, the opcode table and the RNR timer.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "srn.h"
+
+static int failures, checks;
+
+#define CHECK(c)                                                         \
+	do {                                                             \
+		checks++;                                                \
+		if (!(c)) {                                              \
+			failures++;                                      \
+			fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__,    \
+				__LINE__, #c);                           \
+		}                                                        \
+	} while (0)
+
+static void test_rq_ring(void)
+{
+	size_t off = 256, bytes = off + srn_rq_bytes(4, 2);
+	void *seg = calloc(1, bytes);
+	struct srn_rq_shm *rq = (struct srn_rq_shm *)seg;
+	struct srn_rq_view v;
+	struct srn_rwqe_buf b;
+	struct ibv_sge sge[3] = { { 1, 2, 3 }, { 4, 5, 6 }, { 7, 8, 9 } };
+	struct ibv_recv_wr wr = { .wr_id = 0, .sg_list = sge, .num_sge = 2 };
+
+	srn_rq_init(rq, 4, 2, off);
+	CHECK(srn_rq_view_init(&v, rq, seg, bytes) == 0);
+	CHECK(srn_rq_view_init(&v, rq, seg, bytes - 1) == -EPROTO);
+	CHECK(srn_rq_claim(&v, &b.w) == -EAGAIN);
+	for (int i = 0; i < 4; i++) {
+		wr.wr_id = 100 + i;
+		CHECK(srn_rq_post(&v, &wr) == 0);
+	}
+	CHECK(srn_rq_post(&v, &wr) == -ENOMEM); /* full */
+	CHECK(srn_rq_count(&v) == 4);
+	wr.num_sge = 3;
+	CHECK(srn_rq_post(&v, &wr) == -EINVAL); /* too many SGEs */
+	for (int i = 0; i < 4; i++) {
+		CHECK(srn_rq_claim(&v, &b.w) == 0);
+		CHECK(b.w.wr_id == (uint64_t)(100 + i) && b.w.num_sge == 2);
+		CHECK(b.w.sge[1].addr == 4 && b.w.sge[1].lkey == 6);
+	}
+	CHECK(srn_rq_claim(&v, &b.w) == -EAGAIN);
+	/* a corrupt entry is refused, not followed */
+	wr.num_sge = 1;
+	CHECK(srn_rq_post(&v, &wr) == 0);
+	((struct srn_rwqe *)((char *)seg + off + (4 & 3) * v.stride))->num_sge =
+		99;
+	CHECK(srn_rq_claim(&v, &b.w) == -EPROTO);
+	/* a corrupt geometry is refused at view time */
+	rq->max_sge = 1000;
+	CHECK(srn_rq_view_init(&v, rq, seg, bytes) == -EPROTO);
+	free(seg);
+}
+
+static void test_cq_ring(void)
+{
+	size_t bytes = sizeof(struct srn_cq_shm) + 4 * sizeof(struct srn_cqe);
+	void *seg = calloc(1, bytes);
+	struct srn_cq_shm *shm = seg;
+	struct srn_cq_view v;
+	struct srn_cqe c = { .wr_id = 7, .status = IBV_WC_SUCCESS };
+
+	shm->size = 4;
+	shm->cqe_off = sizeof(*shm);
+	CHECK(srn_cq_view_init(&v, seg, bytes, -1, -1) == 0);
+	CHECK(srn_cq_view_init(&v, seg, bytes - 64, -1, -1) == -EPROTO);
+	for (int i = 0; i < 4; i++)
+		CHECK(srn_cq_post(&v, &c) == 0);
+	CHECK(srn_cq_post(&v, &c) == -ENOSPC);
+	CHECK(shm->overflow == 1);
+	/* owner bits: slot i holds position i+1 */
+	for (int i = 0; i < 4; i++)
+		CHECK(v.ring[i].owner_seq == (uint32_t)(i + 1));
+	/* consumer frees two; the next lap writes new owner tags */
+	shm->cons = 2;
+	CHECK(srn_cq_post(&v, &c) == 0 && v.ring[0].owner_seq == 5);
+	/* arming fires once per arm */
+	shm->arm = SRN_CQ_ARM_NEXT;
+	CHECK(srn_cq_post(&v, &c) == 0 && shm->events == 1 &&
+	      shm->arm == SRN_CQ_ARM_NONE);
+	shm->cons = 6;
+	CHECK(srn_cq_post(&v, &c) == 0 && shm->events == 1);
+	/* solicited-only: an unsolicited success does not fire, an error
+	 * does */
+	shm->arm = SRN_CQ_ARM_SOLICITED;
+	CHECK(srn_cq_post(&v, &c) == 0 && shm->events == 1);
+	c.status = IBV_WC_REM_ACCESS_ERR;
+	CHECK(srn_cq_post(&v, &c) == 0 && shm->events == 2);
+	/* corrupt size refused */
+	shm->size = 3;
+	CHECK(srn_cq_view_init(&v, seg, bytes, -1, -1) == -EPROTO);
+	free(seg);
+}
+
+static void test_tpt(void)
+{
+	struct srn_tpt_shm *t = calloc(1, sizeof(*t));
+	struct srn_tpt_entry *e = &t->entry[5];
+	struct srn_key_ref r;
+	uint32_t key = (77u << SRN_KEY_INDEX_BITS) | 5;
+
+	e->pd_handle = 3;
+	e->access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ;
+	e->iova = 0x10000;
+	e->length = 0x1000;
+	e->va = 0x7000;
+	e->key = key;
+	CHECK(srn_key_check(t, key, 3, IBV_ACCESS_REMOTE_READ, 0x10000, 0x1000,
+			    &r) == SRN_KEY_OK);
+	CHECK(r.va == 0x7000);
+	/* the checks run in order: key, PD, access, bounds */
+	CHECK(srn_key_check(t, key + (1u << SRN_KEY_INDEX_BITS), 9,
+			    IBV_ACCESS_REMOTE_WRITE, 0, 1 << 20,
+			    &r) == SRN_KEY_BAD_KEY);
+	CHECK(srn_key_check(t, key, 9, IBV_ACCESS_REMOTE_WRITE, 0, 1 << 20,
+			    &r) == SRN_KEY_BAD_PD);
+	CHECK(srn_key_check(t, key, 3, IBV_ACCESS_REMOTE_WRITE, 0, 1 << 20,
+			    &r) == SRN_KEY_BAD_ACCESS);
+	CHECK(srn_key_check(t, key, 3, IBV_ACCESS_REMOTE_READ, 0x10001, 0x1000,
+			    &r) == SRN_KEY_BAD_BOUNDS);
+	CHECK(srn_key_check(t, key, 3, IBV_ACCESS_REMOTE_READ, 0xffff, 1,
+			    &r) == SRN_KEY_BAD_BOUNDS);
+	CHECK(srn_key_check(t, key, 3, IBV_ACCESS_REMOTE_READ, 0x10fff,
+			    UINT64_MAX, &r) == SRN_KEY_BAD_BOUNDS);
+	CHECK(srn_key_check(t, 0, 3, 0, 0, 0, &r) == SRN_KEY_BAD_KEY);
+	e->key = 0; /* deregistered */
+	CHECK(srn_key_check(t, key, 3, 0, 0x10000, 1, &r) == SRN_KEY_BAD_KEY);
+	free(t);
+}
+
+static void test_qp_states(void)
+{
+	const int init = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+			 IBV_QP_ACCESS_FLAGS;
+	const int rtr = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+			IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+			IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+	const int rts = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+			IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+			IBV_QP_MAX_QP_RD_ATOMIC;
+
+	CHECK(!srn_qp_check_modify(IBV_QPS_RESET, IBV_QPS_INIT, IBV_QPT_RC,
+				   init));
+	CHECK(srn_qp_check_modify(IBV_QPS_RESET, IBV_QPS_INIT, IBV_QPT_RC,
+				  init & ~IBV_QP_PORT) == -EINVAL);
+	CHECK(srn_qp_check_modify(IBV_QPS_RESET, IBV_QPS_INIT, IBV_QPT_RC,
+				  init | IBV_QP_SQ_PSN) == -EINVAL);
+	CHECK(!srn_qp_check_modify(IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPT_RC,
+				   rtr));
+	CHECK(srn_qp_check_modify(IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPT_RC,
+				  rtr & ~IBV_QP_DEST_QPN) == -EINVAL);
+	CHECK(!srn_qp_check_modify(IBV_QPS_RTR, IBV_QPS_RTS, IBV_QPT_RC, rts));
+	CHECK(srn_qp_check_modify(IBV_QPS_INIT, IBV_QPS_RTS, IBV_QPT_RC,
+				  rts) == -EINVAL);
+	CHECK(srn_qp_check_modify(IBV_QPS_RESET, IBV_QPS_RTR, IBV_QPT_RC,
+				  rtr) == -EINVAL);
+	CHECK(!srn_qp_check_modify(IBV_QPS_RTS, IBV_QPS_ERR, IBV_QPT_RC,
+				   IBV_QP_STATE));
+	CHECK(!srn_qp_check_modify(IBV_QPS_ERR, IBV_QPS_RESET, IBV_QPT_RC,
+				   IBV_QP_STATE));
+	CHECK(srn_qp_check_modify(IBV_QPS_ERR, IBV_QPS_RTS, IBV_QPT_RC,
+				  rts) == -EINVAL);
+	CHECK(!srn_qp_check_modify(IBV_QPS_RTS, IBV_QPS_RTS, IBV_QPT_RC,
+				   IBV_QP_ACCESS_FLAGS));
+	CHECK(srn_qp_check_modify(IBV_QPS_RESET, IBV_QPS_INIT, IBV_QPT_UD,
+				  init) == -EOPNOTSUPP);
+	CHECK(!strcmp(srn_qp_state_names[IBV_QPS_RTS], "RTS"));
+}
+
+static void test_opcodes(void)
+{
+	const struct srn_opcode_info *o = srn_opcode_get(IBV_WR_SEND);
+
+	CHECK(o && (o->flags & SRN_OP_CONSUMES_RECV) &&
+	      o->wc_opcode == IBV_WC_SEND && o->recv_wc_opcode == IBV_WC_RECV);
+	o = srn_opcode_get(IBV_WR_RDMA_READ);
+	CHECK(o && (o->flags & SRN_OP_REMOTE_READ) &&
+	      (o->flags & SRN_OP_LOCAL_WRITE) && !(o->flags & SRN_OP_INLINE_OK));
+	o = srn_opcode_get(IBV_WR_RDMA_WRITE_WITH_IMM);
+	CHECK(o && (o->flags & SRN_OP_CONSUMES_RECV) &&
+	      o->recv_wc_opcode == IBV_WC_RECV_RDMA_WITH_IMM);
+	o = srn_opcode_get(IBV_WR_ATOMIC_FETCH_AND_ADD);
+	CHECK(o && o->wc_opcode == IBV_WC_FETCH_ADD);
+	CHECK(srn_opcode_get(IBV_WR_LOCAL_INV) == NULL);
+	CHECK(srn_opcode_get(1000) == NULL);
+}
+
+static void test_timers(void)
+{
+	CHECK(srn_rnr_timer_ns(1) == 10000);
+	CHECK(srn_rnr_timer_ns(0) == 655360000);
+	CHECK(srn_rnr_timer_ns(31) == 491520000);
+	CHECK(srn_ack_timeout_ns(0) == 0);
+	CHECK(srn_ack_timeout_ns(14) == 4096ull << 14);
+}
+
+int main(void)
+{
+	test_rq_ring();
+	test_cq_ring();
+	test_tpt();
+	test_qp_states();
+	test_opcodes();
+	test_timers();
+	printf("%d passed, %d failed\n", checks - failures, failures);
+	return failures ? 1 : 0;
+}

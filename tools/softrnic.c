@@ -1,0 +1,201 @@
+// SPDX-License-Identifier: MIT
+/*
+ * softrnic — the command line tool.
+ *
+ *   softrnic exec -- CMD [ARGS...]   run CMD with softrnic's libibverbs first
+ *   softrnic devinfo                 show the device as softrnic sees it
+ *
+ * The library is found next to this binary: <prefix>/bin/softrnic and
+ * <prefix>/lib/libibverbs.so.1 (override with SOFTRNIC_LIB_DIR).
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <infiniband/verbs.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *const srn_cmd_names[] = { "exec", "devinfo", NULL };
+
+static int lib_dir(char *buf, size_t len)
+{
+	const char *env = getenv("SOFTRNIC_LIB_DIR");
+	char exe[PATH_MAX];
+	ssize_t n;
+
+	if (env) {
+		snprintf(buf, len, "%s", env);
+		return 0;
+	}
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n < 0)
+		return -errno;
+	exe[n] = 0;
+	snprintf(buf, len, "%s/../lib", dirname(exe));
+	return 0;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: softrnic COMMAND [ARGS]\n"
+		"  exec -- CMD [ARGS...]  run CMD with softrnic's libibverbs.so.1 "
+		"first on the library path\n"
+		"  devinfo                show softrnic0 (device, port, GID)\n"
+		"  --help                 this text; COMMAND --help for one "
+		"command\n"
+		"environment: SOFTRNIC_LIB_DIR, SOFTRNIC_IP, SOFTRNIC_LOG, "
+		"SOFTRNIC_TRANSPORT (see README)\n");
+}
+
+static int cmd_exec(int argc, char **argv)
+{
+	char dir[PATH_MAX], *path;
+	const char *old = getenv("LD_LIBRARY_PATH");
+
+	if (argc > 1 && !strcmp(argv[1], "--help")) {
+		printf("usage: softrnic exec -- CMD [ARGS...]\n"
+		       "Runs CMD with softrnic's lib/ first on "
+		       "LD_LIBRARY_PATH, so unmodified verbs programs use "
+		       "softrnic0.\n");
+		return 0;
+	}
+	if (argc > 1 && !strcmp(argv[1], "--")) {
+		argc--;
+		argv++;
+	}
+	if (argc < 2) {
+		fprintf(stderr, "softrnic exec: no command given\n");
+		return 2;
+	}
+	if (lib_dir(dir, sizeof(dir)))
+		return 1;
+	if (asprintf(&path, "%s%s%s", dir, old && *old ? ":" : "",
+		     old ? old : "") < 0)
+		return 1;
+	setenv("LD_LIBRARY_PATH", path, 1);
+	free(path);
+	execvp(argv[1], argv + 1);
+	fprintf(stderr, "softrnic exec: %s: %s\n", argv[1], strerror(errno));
+	return 127;
+}
+
+struct verbs_api {
+	struct ibv_device **(*get_list)(int *);
+	void (*free_list)(struct ibv_device **);
+	struct ibv_context *(*open)(struct ibv_device *);
+	int (*close)(struct ibv_context *);
+	int (*query_device)(struct ibv_context *, struct ibv_device_attr *);
+	int (*query_port)(struct ibv_context *, uint8_t, void *);
+	int (*query_gid)(struct ibv_context *, uint8_t, int, union ibv_gid *);
+};
+
+static int load_api(struct verbs_api *a)
+{
+	char dir[PATH_MAX], lib[PATH_MAX + 32];
+	void *h;
+
+	if (lib_dir(dir, sizeof(dir)))
+		return -1;
+	snprintf(lib, sizeof(lib), "%s/libibverbs.so.1", dir);
+	h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		fprintf(stderr, "softrnic: %s\n", dlerror());
+		return -1;
+	}
+	a->get_list = dlsym(h, "ibv_get_device_list");
+	a->free_list = dlsym(h, "ibv_free_device_list");
+	a->open = dlsym(h, "ibv_open_device");
+	a->close = dlsym(h, "ibv_close_device");
+	a->query_device = dlsym(h, "ibv_query_device");
+	a->query_port = dlsym(h, "ibv_query_port");
+	a->query_gid = dlsym(h, "ibv_query_gid");
+	return a->get_list && a->open && a->query_device && a->query_port &&
+			       a->query_gid ?
+		       0 :
+		       -1;
+}
+
+static void print_device(struct verbs_api *a, struct ibv_context *ctx)
+{
+	struct ibv_device_attr d;
+	struct ibv_port_attr p;
+	union ibv_gid gid;
+	char ip[INET6_ADDRSTRLEN];
+
+	memset(&p, 0, sizeof(p));
+	a->query_device(ctx, &d);
+	a->query_port(ctx, 1, &p);
+	a->query_gid(ctx, 1, 0, &gid);
+	inet_ntop(AF_INET6, gid.raw, ip, sizeof(ip));
+	printf("device:        %s\n", ctx->device->name);
+	printf("vendor:        0x%x part 0x%x fw %s\n", d.vendor_id,
+	       d.vendor_part_id, d.fw_ver);
+	printf("limits:        max_qp %d max_qp_wr %d max_sge %d max_cq %d "
+	       "max_cqe %d max_mr %d max_srq %d\n",
+	       d.max_qp, d.max_qp_wr, d.max_sge, d.max_cq, d.max_cqe,
+	       d.max_mr, d.max_srq);
+	printf("atomics:       %s\n",
+	       d.atomic_cap == IBV_ATOMIC_HCA ? "HCA" : "none");
+	printf("port 1:        %s, link layer %s, MTU %d\n",
+	       p.state == IBV_PORT_ACTIVE ? "ACTIVE" : "DOWN",
+	       p.link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "IB",
+	       128 << p.active_mtu);
+	printf("GID[0]:        %s (RoCE v2)\n", ip);
+	printf("paths:         same host: shared memory; other hosts: not "
+	       "in this build\n");
+}
+
+static int cmd_devinfo(int argc, char **argv)
+{
+	struct verbs_api a;
+	struct ibv_device **list;
+	struct ibv_context *ctx;
+	int n = 0;
+
+	if (argc > 1 && !strcmp(argv[1], "--help")) {
+		printf("usage: softrnic devinfo\nShows softrnic0 as the verbs "
+		       "API reports it.\n");
+		return 0;
+	}
+	if (load_api(&a))
+		return 1;
+	list = a.get_list(&n);
+	if (!list || n < 1) {
+		fprintf(stderr, "softrnic: no device\n");
+		return 1;
+	}
+	ctx = a.open(list[0]);
+	if (!ctx) {
+		fprintf(stderr, "softrnic: open: %s\n", strerror(errno));
+		return 1;
+	}
+	print_device(&a, ctx);
+	a.close(ctx);
+	a.free_list(list);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+		usage(argc < 2 ? stderr : stdout);
+		return argc < 2 ? 2 : 0;
+	}
+	if (!strcmp(argv[1], srn_cmd_names[0]))
+		return cmd_exec(argc - 1, argv + 1);
+	if (!strcmp(argv[1], srn_cmd_names[1]))
+		return cmd_devinfo(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "--version")) {
+		printf("softrnic %s\n", SRN_VERSION);
+		return 0;
+	}
+	fprintf(stderr, "softrnic: unknown command '%s'\n", argv[1]);
+	usage(stderr);
+	return 2;
+}
