@@ -70,14 +70,14 @@ int srn_tpt_lookup(const struct srn_tpt_shm *tpt, uint32_t key,
 	k = __atomic_load_n(&e->key, __ATOMIC_ACQUIRE);
 	if (!key || k != key)
 		return -ENOENT;
+	/* acquire on each field keeps the second read of key after them
+	 * (a seqlock read side without a fence) */
 	ref->key = k;
-	ref->pd_handle = __atomic_load_n(&e->pd_handle, __ATOMIC_RELAXED);
-	ref->access = __atomic_load_n(&e->access, __ATOMIC_RELAXED);
-	ref->iova = __atomic_load_n(&e->iova, __ATOMIC_RELAXED);
-	ref->length = __atomic_load_n(&e->length, __ATOMIC_RELAXED);
-	ref->va = __atomic_load_n(&e->va, __ATOMIC_RELAXED);
-	/* the fields were read before the key is read again */
-	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	ref->pd_handle = __atomic_load_n(&e->pd_handle, __ATOMIC_ACQUIRE);
+	ref->access = __atomic_load_n(&e->access, __ATOMIC_ACQUIRE);
+	ref->iova = __atomic_load_n(&e->iova, __ATOMIC_ACQUIRE);
+	ref->length = __atomic_load_n(&e->length, __ATOMIC_ACQUIRE);
+	ref->va = __atomic_load_n(&e->va, __ATOMIC_ACQUIRE);
 	if (__atomic_load_n(&e->key, __ATOMIC_RELAXED) != k)
 		return -ENOENT;
 	return 0;

@@ -1,75 +1,294 @@
 #!/bin/bash
-# Runs an unmodified Debian verbs program as server and client over
-# softrnic on this host and checks both succeed with sane output.
+# Runs an unmodified verbs program (perftest's ib_*, ibverbs-utils'
+# ibv_*_pingpong) as a server and a client on this host, both through
+# softrnic's libibverbs.so.1, and checks that the pair worked.
+#
 #   run_pair.sh [--timeout S] [--expect REGEX] -- PROG [ARGS...]
-# The port (-p) and, for the client, the server address are added here.
-# Exit 0 ok, 1 failure, 77 skipped (program not installed).
-set -u
-timeout_s=120
+#
+# The server runs "PROG ARGS -p PORT", the client "PROG ARGS -p PORT
+# 127.0.0.1", with a free TCP port chosen here. perftest programs also get
+# -F (no failure on a CPU frequency mismatch, usual in VMs) unless ARGS
+# already has it.
+#
+# Passes when, within S seconds (default 60) for the whole run:
+#   - both exit with 0;
+#   - neither prints a line with "couldn't", "failed", "error" or
+#     "unable to" (any case);
+#   - perftest (ib_*): the client prints a results table, a "#bytes" header
+#     followed by a numeric row;
+#   - ibv_*pingpong: both print "... bytes in ... seconds" and "... iters
+#     in ... seconds";
+#   - with --expect, the client's or the server's output matches REGEX
+#     (grep -E).
+# If one side fails, the other is given a few seconds and then killed, so
+# a failing peer is reported at once rather than at the timeout.
+#
+# The library comes from $SOFTRNIC_LIB_DIR (default: <repo>/build/lib),
+# put first on LD_LIBRARY_PATH of both programs only.
+#
+# Exit: 0 pass, 1 fail, 2 usage, 77 skip (PROG is not installed).
+set -euo pipefail
+
+usage() {
+	sed -n '/^#   run_pair/s/^#   //p' "$0" >&2
+	exit 2
+}
+
+timeout_s=60
 expect=""
 while [ $# -gt 0 ]; do
 	case "$1" in
-	--timeout) timeout_s=$2; shift 2 ;;
-	--expect) expect=$2; shift 2 ;;
-	--) shift; break ;;
+	--timeout)
+		[ $# -ge 2 ] || usage
+		timeout_s=$2
+		shift 2
+		;;
+	--expect)
+		[ $# -ge 2 ] || usage
+		expect=$2
+		shift 2
+		;;
+	--)
+		shift
+		break
+		;;
+	-h | --help) usage ;;
 	*) break ;;
 	esac
 done
-prog=${1:?program}
+[ $# -ge 1 ] || usage
+case "$timeout_s" in
+'' | *[!0-9]*) echo "run_pair: --timeout wants whole seconds" >&2; exit 2 ;;
+esac
+prog=$1
 shift
-command -v "$prog" >/dev/null || { echo "skip: $prog not installed"; exit 77; }
-here=$(cd "$(dirname "$0")" && pwd)
-lib=${SOFTRNIC_LIB_DIR:-$here/../../build/lib}
-export LD_LIBRARY_PATH=$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-out=$(mktemp -d)
+args=("$@")
+
+if ! command -v "$prog" >/dev/null 2>&1; then
+	echo "SKIP: $prog is not installed"
+	exit 77
+fi
+if ! command -v ss >/dev/null 2>&1; then
+	echo "run_pair: ss (iproute2) is needed" >&2
+	exit 1
+fi
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+lib_dir=${SOFTRNIC_LIB_DIR:-$here/../../build/lib}
+if [ ! -e "$lib_dir/libibverbs.so.1" ]; then
+	echo "note: $lib_dir/libibverbs.so.1 does not exist;" \
+		"the programs will load the system library"
+fi
+run_env=("LD_LIBRARY_PATH=$lib_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+
+is_perftest=0
+is_pingpong=0
+case "$(basename "$prog")" in
+ib_*) is_perftest=1 ;;
+ibv_*pingpong) is_pingpong=1 ;;
+esac
+if [ $is_perftest = 1 ]; then
+	has_f=0
+	for a in "${args[@]}"; do
+		case "$a" in -F | --CPU-freq) has_f=1 ;; esac
+	done
+	[ $has_f = 1 ] || args+=(-F)
+fi
+
+out=$(mktemp -d "${TMPDIR:-/tmp}/run_pair.XXXXXX")
 spid=""
+cpid=""
+port=""
+
+# Stops one process: TERM, then KILL if it is still there after 2 s.
+stop() {
+	local pid=$1 i
+	[ -n "$pid" ] || return 0
+	kill -TERM "$pid" 2>/dev/null || return 0
+	for ((i = 0; i < 20; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -KILL "$pid" 2>/dev/null || true
+	wait "$pid" 2>/dev/null || true
+}
+
+# shellcheck disable=SC2317 # called by the EXIT trap
 cleanup() {
-	[ -n "$spid" ] && kill -9 "$spid" 2>/dev/null
+	stop "$cpid"
+	stop "$spid"
 	rm -rf "$out"
 }
 trap cleanup EXIT
+trap 'echo "run_pair: interrupted"; exit 130' INT
+trap 'echo "run_pair: terminated"; exit 143' TERM HUP
 
-port_free() { ! ss -Htan "sport = :$1" | grep -q .; }
-port=$((20000 + RANDOM % 20000))
-while ! port_free $port; do port=$((port + 1)); done
+show() {
+	local side=$1
+	echo "----- $side: $prog ${args[*]} -p $port${2:+ $2}"
+	cat "$out/$side"
+	echo "----- end of $side"
+}
 
-timeout -s KILL "$timeout_s" "$prog" "$@" -p "$port" >"$out/server" 2>&1 &
-spid=$!
-for _ in $(seq 1 200); do # the server listens on its TCP port
-	ss -Hltn "sport = :$port" | grep -q . && break
-	kill -0 $spid 2>/dev/null || break
+fail() {
+	echo "FAIL: $prog ${args[*]}: $*"
+	[ -f "$out/server" ] && show server
+	[ -f "$out/client" ] && show client 127.0.0.1
+	exit 1
+}
+
+deadline=$((SECONDS + timeout_s))
+
+# A TCP port nobody uses, below the ephemeral range so that no outgoing
+# connection takes it meanwhile.
+pick_port() {
+	local lo=10000 hi=32767 eph p n
+	eph=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null) || eph=""
+	if [ -n "$eph" ] && [ "$eph" -gt $((lo + 1000)) ]; then
+		hi=$((eph - 1))
+	fi
+	for ((n = 0; n < 200; n++)); do
+		p=$((lo + (RANDOM * 32768 + RANDOM + $$) % (hi - lo + 1)))
+		if [ -z "$(ss -Htan "( sport = :$p or dport = :$p )" 2>/dev/null)" ]; then
+			echo "$p"
+			return 0
+		fi
+	done
+	return 1
+}
+
+listening() {
+	[ -n "$(ss -Hltn "sport = :$1" 2>/dev/null)" ]
+}
+
+# Starts the server and waits until it listens. Returns 1 if the port was
+# taken under our feet (the caller tries another), exits on other failures.
+start_server() {
+	: >"$out/server"
+	env "${run_env[@]}" "$prog" "${args[@]}" -p "$port" \
+		</dev/null >"$out/server" 2>&1 &
+	spid=$!
+	while ! listening "$port"; do
+		if ! kill -0 "$spid" 2>/dev/null; then
+			local rc=0
+			wait "$spid" || rc=$?
+			spid=""
+			if grep -q -i -E "listen to port|address already in use|bind" \
+				"$out/server"; then
+				return 1
+			fi
+			fail "server exited with $rc before listening on port $port"
+		fi
+		if [ $SECONDS -ge "$deadline" ]; then
+			fail "server did not listen on port $port within ${timeout_s}s"
+		fi
+		sleep 0.05
+	done
+	return 0
+}
+
+started=0
+for ((attempt = 0; attempt < 5; attempt++)); do
+	port=$(pick_port) || fail "no free TCP port found"
+	if start_server; then
+		started=1
+		break
+	fi
+	echo "note: port $port was taken, trying another"
+done
+[ $started = 1 ] || fail "could not bind a TCP port for the server"
+
+env "${run_env[@]}" "$prog" "${args[@]}" -p "$port" 127.0.0.1 \
+	</dev/null >"$out/client" 2>&1 &
+cpid=$!
+
+# Waits for both; once one fails the other gets a 5 s grace period.
+src=""
+crc=""
+grace=""
+timed_out=0
+while [ -n "$spid" ] || [ -n "$cpid" ]; do
+	if [ -n "$spid" ] && ! kill -0 "$spid" 2>/dev/null; then
+		src=0
+		wait "$spid" || src=$?
+		spid=""
+		[ "$src" = 0 ] || grace=${grace:-$((SECONDS + 5))}
+	fi
+	if [ -n "$cpid" ] && ! kill -0 "$cpid" 2>/dev/null; then
+		crc=0
+		wait "$cpid" || crc=$?
+		cpid=""
+		[ "$crc" = 0 ] || grace=${grace:-$((SECONDS + 5))}
+	fi
+	[ -n "$spid" ] || [ -n "$cpid" ] || break
+	if [ $SECONDS -ge "$deadline" ]; then
+		timed_out=1
+		break
+	fi
+	if [ -n "$grace" ] && [ $SECONDS -ge "$grace" ]; then
+		break
+	fi
 	sleep 0.05
 done
-timeout -s KILL "$timeout_s" "$prog" "$@" -p "$port" 127.0.0.1 >"$out/client" 2>&1
-crc=$?
-wait $spid
-src=$?
-spid=""
 
-fail=0
-[ $crc = 0 ] || { echo "client exited $crc"; fail=1; }
-[ $src = 0 ] || { echo "server exited $src"; fail=1; }
+problems=()
+if [ -n "$spid" ]; then
+	stop "$spid"
+	spid=""
+	if [ $timed_out = 1 ]; then
+		problems+=("server still running after ${timeout_s}s: killed")
+	else
+		problems+=("server still running after its peer failed: killed")
+	fi
+fi
+if [ -n "$cpid" ]; then
+	stop "$cpid"
+	cpid=""
+	if [ $timed_out = 1 ]; then
+		problems+=("client still running after ${timeout_s}s: killed")
+	else
+		problems+=("client still running after its peer failed: killed")
+	fi
+fi
+[ -z "$src" ] || [ "$src" = 0 ] || problems+=("server exited with $src")
+[ -z "$crc" ] || [ "$crc" = 0 ] || problems+=("client exited with $crc")
+
+err_re="couldn't|failed|error|unable to"
 for side in server client; do
-	if grep -q -i -E "couldn't|failed|error|unable" "$out/$side"; then
-		echo "$side reported an error"
-		fail=1
+	if grep -q -i -E "$err_re" "$out/$side"; then
+		msg=$(grep -i -E "$err_re" "$out/$side" | head -3 |
+			tr -s ' \t' ' ' | paste -s -d '|') || true
+		problems+=("$side printed: $msg")
 	fi
 done
-case "$prog" in
-ib_*) # perftest: a results header followed by at least one numeric row
-	grep -A1 -E '^ *#bytes' "$out/client" | grep -q -E '^ *[0-9]+ +[0-9]+' ||
-		{ echo "client printed no results"; fail=1; } ;;
-ibv_*pingpong)
-	for side in server client; do
-		grep -q -E 'bytes in [0-9.]+ seconds' "$out/$side" ||
-			{ echo "$side printed no throughput"; fail=1; }
-	done ;;
-esac
-if [ -n "$expect" ] && ! grep -q -E "$expect" "$out/client"; then
-	echo "client output lacks /$expect/"
-	fail=1
+
+if [ $is_perftest = 1 ]; then
+	# A row after the header: size, iterations, then a number.
+	if ! awk '/^[ \t]*#bytes/ { hdr = 1; next }
+		hdr && /^[ \t]*[0-9]+[ \t]+[0-9]+[ \t]+[0-9]+(\.[0-9]+)?/ { ok = 1 }
+		END { exit !ok }' "$out/client"; then
+		problems+=("client printed no results table (#bytes header and a numeric row)")
+	fi
 fi
-echo "== server: $prog $*"; cat "$out/server"
-echo "== client: $prog $* 127.0.0.1"; cat "$out/client"
-[ $fail = 0 ] && echo "PAIR OK: $prog $*" || echo "PAIR FAILED: $prog $*"
-exit $fail
+if [ $is_pingpong = 1 ]; then
+	for side in server client; do
+		grep -q -E '[0-9]+ bytes in [0-9.]+ seconds' "$out/$side" ||
+			problems+=("$side printed no 'bytes in ... seconds' line")
+		grep -q -E '[0-9]+ iters in [0-9.]+ seconds' "$out/$side" ||
+			problems+=("$side printed no 'iters in ... seconds' line")
+	done
+fi
+if [ -n "$expect" ] && ! grep -q -E -- "$expect" "$out/client" "$out/server"; then
+	problems+=("no output matches /$expect/")
+fi
+
+if [ ${#problems[@]} -gt 0 ]; then
+	for p in "${problems[@]}"; do
+		echo "run_pair: $p"
+	done
+	fail "${#problems[@]} problem(s)"
+fi
+show server
+show client 127.0.0.1
+echo "PASS: $prog ${args[*]}"
+exit 0
