@@ -126,10 +126,9 @@ void srn_cq_check_overflow(struct srn_cq *cq)
 {
 	struct ibv_async_event ev;
 
-	if (cq->overflow_reported ||
-	    !__atomic_load_n(&cq->shm->overflow, __ATOMIC_ACQUIRE))
+	if (!__atomic_load_n(&cq->shm->overflow, __ATOMIC_ACQUIRE) ||
+	    __atomic_exchange_n(&cq->overflow_reported, 1, __ATOMIC_ACQ_REL))
 		return;
-	cq->overflow_reported = true;
 	srn_err("CQ %u overflowed: completions were lost", cq->handle);
 	ev.element.cq = (struct ibv_cq *)&cq->ibcq;
 	ev.event_type = IBV_EVENT_CQ_ERR;

@@ -3,6 +3,7 @@
  * softrnic — diagnostics. Errors go to stderr; SOFTRNIC_LOG=0..3 sets the
  * level (0 errors only, default 1 warnings, 3 debug).
  */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,7 +12,16 @@
 
 #include "srn.h"
 
-static int srn_log_level = -1;
+static int srn_log_level = SRN_LOG_WARN;
+static pthread_once_t srn_log_once = PTHREAD_ONCE_INIT;
+
+static void srn_log_init(void)
+{
+	const char *e = getenv("SOFTRNIC_LOG");
+
+	if (e)
+		srn_log_level = atoi(e);
+}
 
 void srn_log(enum srn_log_level lvl, const char *fmt, ...)
 {
@@ -19,11 +29,7 @@ void srn_log(enum srn_log_level lvl, const char *fmt, ...)
 					     "debug" };
 	va_list ap;
 
-	if (srn_log_level < 0) {
-		const char *e = getenv("SOFTRNIC_LOG");
-
-		srn_log_level = e ? atoi(e) : SRN_LOG_WARN;
-	}
+	pthread_once(&srn_log_once, srn_log_init);
 	if ((int)lvl > srn_log_level)
 		return;
 	fprintf(stderr, "softrnic[%d] %s: ", (int)getpid(), names[lvl]);

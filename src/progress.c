@@ -9,9 +9,11 @@
  * retry timer of stalled send queues. The data path never goes through it.
  *
  * The progress lock (recursive) serialises its handlers with the removal
- * of pollables and objects by application threads. Lock order:
- * progress lock -> ctx->lock -> qp sq_lock -> qp rq_lock -> conn_lock.
- * The thread only ever trylocks a QP's sq_lock.
+ * of pollables by application threads; handlers never touch a QP's locks.
+ * Work on QPs (retries, moving to ERR) runs after the progress lock is
+ * dropped, under the context-list lock. Lock order:
+ * progress lock -> ctx->lock -> conn_lock, and
+ * ctx-list lock -> ctx->lock -> qp sq_lock (trylock only) -> qp rq_lock.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -30,7 +32,9 @@ static struct {
 	pthread_mutex_t lock; /* recursive: the progress lock */
 	pthread_mutex_t ref_lock;
 	pthread_mutex_t wake_lock;
+	pthread_mutex_t ctxs_lock; /* the context list */
 	unsigned refs;
+	bool retry_pending; /* under the progress lock */
 	pthread_t thread;
 	int epfd, kick_fd, timer_fd;
 	bool stop;
@@ -41,6 +45,7 @@ static struct {
 } srn_prog = {
 	.ref_lock = PTHREAD_MUTEX_INITIALIZER,
 	.wake_lock = PTHREAD_MUTEX_INITIALIZER,
+	.ctxs_lock = PTHREAD_MUTEX_INITIALIZER,
 	.epfd = -1,
 	.kick_fd = -1,
 	.timer_fd = -1,
@@ -136,7 +141,7 @@ void srn_progress_wake_at(uint64_t deadline_ns)
 	pthread_mutex_unlock(&srn_prog.wake_lock);
 }
 
-/* Under the progress lock: what peers asked of ctx's objects. */
+/* Under the context-list lock: what peers asked of ctx's objects. */
 static void srn_progress_scan(struct srn_context *ctx)
 {
 	struct srn_list *pos, *tmp;
@@ -154,31 +159,39 @@ static void srn_progress_scan(struct srn_context *ctx)
 	srn_list_for_each_safe(pos, tmp, &ctx->srqs)
 		srn_srq_check_limit(srn_list_entry(pos, struct srn_srq,
 						   ctx_link));
-	srn_list_for_each_safe(pos, tmp, &ctx->cqs) {
-		struct srn_cq *cq = srn_list_entry(pos, struct srn_cq, ctx_link);
-
-		pthread_mutex_lock(&cq->lock);
-		srn_cq_check_overflow(cq);
-		pthread_mutex_unlock(&cq->lock);
-	}
+	srn_list_for_each_safe(pos, tmp, &ctx->cqs)
+		srn_cq_check_overflow(srn_list_entry(pos, struct srn_cq,
+						     ctx_link));
 	pthread_mutex_unlock(&ctx->lock);
 }
 
-static void srn_progress_retry_all(bool scan)
+/* Outside the progress lock: scans every context and runs the send
+ * queues that are stalled or must go to ERR. */
+static void srn_progress_retry_all(void)
 {
 	struct srn_list *pos, *tmp;
 	unsigned busy = 0;
 
+	pthread_mutex_lock(&srn_prog.ctxs_lock);
 	srn_list_for_each_safe(pos, tmp, &srn_prog.ctxs) {
 		struct srn_context *ctx =
 			srn_list_entry(pos, struct srn_context, link);
 
-		if (scan)
-			srn_progress_scan(ctx);
+		srn_progress_scan(ctx);
 		busy += srn_req_retry_stalled(ctx);
 	}
+	pthread_mutex_unlock(&srn_prog.ctxs_lock);
 	if (busy) /* somebody held a QP: look again soon */
 		srn_progress_wake_at(srn_now_ns() + 1000000);
+}
+
+/* From a handler: have srn_progress_retry_all run once the handler is
+ * done and the progress lock dropped. */
+void srn_progress_request_retry(void)
+{
+	srn_progress_lock();
+	srn_prog.retry_pending = true;
+	srn_progress_unlock();
 }
 
 static void srn_progress_on_kick(struct srn_pollable *p, uint32_t events)
@@ -187,7 +200,7 @@ static void srn_progress_on_kick(struct srn_pollable *p, uint32_t events)
 
 	if (read(p->fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 		srn_dbg("kick read: %m");
-	srn_progress_retry_all(true);
+	srn_prog.retry_pending = true;
 }
 
 static void srn_progress_on_timer(struct srn_pollable *p, uint32_t events)
@@ -199,7 +212,7 @@ static void srn_progress_on_timer(struct srn_pollable *p, uint32_t events)
 	pthread_mutex_lock(&srn_prog.wake_lock);
 	srn_prog.next_wake_ns = 0;
 	pthread_mutex_unlock(&srn_prog.wake_lock);
-	srn_progress_retry_all(true);
+	srn_prog.retry_pending = true;
 }
 
 /* Under the progress lock: p is still registered (not freed since
@@ -217,6 +230,7 @@ static bool srn_progress_live(const struct srn_pollable *p)
 static void *srn_progress_main(void *arg)
 {
 	struct epoll_event ev;
+	bool retry;
 
 	srn_in_progress_thread = true;
 	for (;;) {
@@ -233,7 +247,11 @@ static void *srn_progress_main(void *arg)
 
 			p->fn(p, ev.events);
 		}
+		retry = srn_prog.retry_pending;
+		srn_prog.retry_pending = false;
 		srn_progress_unlock();
+		if (retry)
+			srn_progress_retry_all();
 	}
 }
 
@@ -303,16 +321,16 @@ void srn_progress_put(void)
 
 void srn_progress_ctx_add(struct srn_context *ctx)
 {
-	srn_progress_lock();
+	pthread_mutex_lock(&srn_prog.ctxs_lock);
 	srn_list_add_tail(&ctx->link, &srn_prog.ctxs);
-	srn_progress_unlock();
+	pthread_mutex_unlock(&srn_prog.ctxs_lock);
 }
 
 void srn_progress_ctx_del(struct srn_context *ctx)
 {
-	srn_progress_lock();
+	pthread_mutex_lock(&srn_prog.ctxs_lock);
 	srn_list_del(&ctx->link);
-	srn_progress_unlock();
+	pthread_mutex_unlock(&srn_prog.ctxs_lock);
 }
 
 /* In a forked child: no progress thread runs here. Forget the parent's
@@ -340,6 +358,7 @@ void srn_progress_atfork_child(void)
 	srn_prog_lock_init();
 	pthread_mutex_init(&srn_prog.ref_lock, NULL);
 	pthread_mutex_init(&srn_prog.wake_lock, NULL);
+	pthread_mutex_init(&srn_prog.ctxs_lock, NULL);
 	srn_prog.refs = 0;
 	srn_list_init(&srn_prog.ctxs);
 }

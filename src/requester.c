@@ -188,18 +188,13 @@ unsigned srn_req_retry_stalled(struct srn_context *ctx)
 }
 
 /*
- * From the progress thread: the QP must go to ERR (its peer died, or the
- * peer's responder asked). Done now if the QP is free, otherwise by whoever
- * holds it (srn_req_run checks the flag) or by the next timer tick.
+ * From the progress thread's handlers: the QP must go to ERR (its peer
+ * died). Done by whoever runs the QP next (srn_req_run checks the flag):
+ * the progress thread itself right after the handler, or the application.
  */
 void srn_qp_async_error(struct srn_qp *qp)
 {
 	/* release: pairs with the acq_rel exchange in srn_req_run */
 	atomic_store_explicit(&qp->pending_err, 1, memory_order_release);
-	if (pthread_mutex_trylock(&qp->sq_lock)) {
-		srn_progress_wake_at(srn_now_ns() + 1000000);
-		return;
-	}
-	srn_req_run(qp);
-	pthread_mutex_unlock(&qp->sq_lock);
+	srn_progress_request_retry();
 }

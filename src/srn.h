@@ -230,7 +230,7 @@ struct srn_cq {
 	uint64_t events_seen; /* events handed out by ibv_get_cq_event */
 	struct srn_comp_channel *chan;
 	atomic_uint refs; /* QPs and SRQs using it */
-	bool overflow_reported;
+	uint8_t overflow_reported; /* atomic exchange */
 };
 
 static inline struct srn_cq *to_scq(struct ibv_cq *c)
@@ -454,5 +454,6 @@ void srn_progress_ctx_add(struct srn_context *ctx);
 void srn_progress_ctx_del(struct srn_context *ctx);
 void srn_kick_fd(int fd);
 void srn_progress_atfork_child(void);
+void srn_progress_request_retry(void);
 
 #endif /* SRN_H */
