@@ -3,7 +3,7 @@
 # Only what is missing; safe to run again.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libibverbs-dev ibverbs-utils perftest
-	rdma-core python3-pyverbs iproute2 procps)
+	rdma-core python3-pyverbs iproute2 procps bc)
 [ "${SOFTRNIC_BENCH_DEPS:-0}" = 1 ] && pkgs+=(ucx-utils libfabric-bin)
 missing=()
 for p in "${pkgs[@]}"; do

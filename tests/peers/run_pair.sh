@@ -3,7 +3,7 @@
 # ibv_*_pingpong) as a server and a client on this host, both through
 # softrnic's libibverbs.so.1, and checks that the pair worked.
 #
-#   run_pair.sh [--timeout S] [--expect REGEX] -- PROG [ARGS...]
+#   run_pair.sh [--timeout S] [--expect REGEX] [--show WHICH] -- PROG [ARGS...]
 #
 # The server runs "PROG ARGS -p PORT", the client "PROG ARGS -p PORT
 # 127.0.0.1", with a free TCP port chosen here. perftest programs also get
@@ -23,6 +23,9 @@
 # If one side fails, the other is given a few seconds and then killed, so
 # a failing peer is reported at once rather than at the timeout.
 #
+# On success the outputs named by --show are printed: both (default),
+# client, server or none. On failure both are always printed.
+#
 # The library comes from $SOFTRNIC_LIB_DIR (default: <repo>/build/lib),
 # put first on LD_LIBRARY_PATH of both programs only.
 #
@@ -31,11 +34,12 @@ set -euo pipefail
 
 usage() {
 	sed -n '/^#   run_pair/s/^#   //p' "$0" >&2
-	exit 2
+	exit "${1:-2}"
 }
 
 timeout_s=60
 expect=""
+show_which=both
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--timeout)
@@ -52,13 +56,22 @@ while [ $# -gt 0 ]; do
 		shift
 		break
 		;;
-	-h | --help) usage ;;
+	--show)
+		[ $# -ge 2 ] || usage
+		show_which=$2
+		shift 2
+		;;
+	-h | --help) usage 0 ;;
 	*) break ;;
 	esac
 done
 [ $# -ge 1 ] || usage
 case "$timeout_s" in
 '' | *[!0-9]*) echo "run_pair: --timeout wants whole seconds" >&2; exit 2 ;;
+esac
+case "$show_which" in
+both | client | server | none) ;;
+*) echo "run_pair: --show wants both, client, server or none" >&2; exit 2 ;;
 esac
 prog=$1
 shift
@@ -177,7 +190,7 @@ start_server() {
 			local rc=0
 			wait "$spid" || rc=$?
 			spid=""
-			if grep -q -i -E "listen to port|address already in use|bind" \
+			if grep -q -i -E "listen to port|address already in use|failed to bind socket" \
 				"$out/server"; then
 				return 1
 			fi
@@ -289,7 +302,7 @@ if [ ${#problems[@]} -gt 0 ]; then
 	done
 	fail "${#problems[@]} problem(s)"
 fi
-show server
-show client 127.0.0.1
+case "$show_which" in both | server) show server ;; esac
+case "$show_which" in both | client) show client 127.0.0.1 ;; esac
 echo "PASS: $prog ${args[*]}"
 exit 0

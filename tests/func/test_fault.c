@@ -1,0 +1,243 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Faults: kill -9 of the peer process mid-transfer. The survivor's QP must
+ * go to ERR and every outstanding WR complete with an error within 1 s; no
+ * hang; and once the survivor destroys its objects, no shared memory of
+ * softrnic is left mapped or open in it, nor anything in /dev/shm.
+ */
+#define _GNU_SOURCE
+#include "harness.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DEPTH 64
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Lines of /proc/self/maps or entries of /proc/self/fd naming softrnic's
+ * segments ("srn-..."): should be none once everything is destroyed. */
+static int srn_leftovers(void)
+{
+	char line[512], path[300], target[256];
+	FILE *f = fopen("/proc/self/maps", "r");
+	int n = 0;
+	DIR *d;
+	struct dirent *e;
+
+	while (f && fgets(line, sizeof(line), f))
+		n += strstr(line, "/memfd:srn-") != NULL;
+	if (f)
+		fclose(f);
+	d = opendir("/proc/self/fd");
+	while (d && (e = readdir(d))) {
+		ssize_t k;
+
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+		k = readlink(path, target, sizeof(target) - 1);
+		if (k > 0) {
+			target[k] = 0;
+			n += strstr(target, "/memfd:srn-") != NULL;
+		}
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
+static int dev_shm_leftovers(void)
+{
+	DIR *d = opendir("/dev/shm");
+	struct dirent *e;
+	int n = 0;
+
+	while (d && (e = readdir(d)))
+		n += strstr(e->d_name, "srn") || strstr(e->d_name, "softrnic");
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/* The child: connects, then either posts no receive and sleeps (the
+ * parent's SENDs stall behind RNR) or streams SENDs at the parent. */
+static void child(int fd, bool streamer)
+{
+	struct chan c = { fd };
+	struct side_opts o;
+	struct side s;
+	struct peer_info p;
+
+	side_opts_default(&o);
+	o.max_send_wr = DEPTH;
+	t_role = "child";
+	if (side_pair(&s, &o, &c, &p))
+		_exit(2);
+	chan_barrier(&c);
+	for (uint64_t i = 0; streamer; i++) {
+		struct ibv_wc wc;
+
+		post_send1(s.qp, IBV_WR_SEND, s.buf, 64, s.mr->lkey, 0, 0,
+			   IBV_SEND_SIGNALED, i);
+		while (ibv_poll_cq(s.cq, 1, &wc) == 0)
+			;
+		usleep(200); /* keep the transfer going until the kill */
+	}
+	pause(); /* killed here */
+	_exit(0);
+}
+
+static pid_t spawn(bool streamer, struct chan *c)
+{
+	int sv[2];
+	pid_t pid;
+
+	socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv);
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0) {
+		close(sv[0]);
+		child(sv[1], streamer);
+	}
+	close(sv[1]);
+	c->fd = sv[0];
+	return pid;
+}
+
+/* Drains the CQ until n completions arrived or 5 s passed; returns the
+ * number of errors and the time the first error arrived. */
+static int drain(struct ibv_cq *cq, int n, int *ok, double *first_err)
+{
+	double end = now_s() + 5;
+	int errors = 0;
+
+	*ok = 0;
+	*first_err = 0;
+	while (*ok + errors < n && now_s() < end) {
+		struct ibv_wc wc;
+
+		if (ibv_poll_cq(cq, 1, &wc) != 1) {
+			usleep(1000);
+			continue;
+		}
+		if (wc.status == IBV_WC_SUCCESS) {
+			(*ok)++;
+			continue;
+		}
+		if (!errors)
+			*first_err = now_s();
+		CHECK(wc.status == IBV_WC_WR_FLUSH_ERR ||
+			      wc.status == IBV_WC_RETRY_EXC_ERR,
+		      "error status %s", ibv_wc_status_str(wc.status));
+		errors++;
+	}
+	return errors;
+}
+
+/* We send, the target dies with our SENDs stalled (no receive posted). */
+static int target_killed(void)
+{
+	struct side_opts o;
+	struct side s;
+	struct peer_info p;
+	struct chan c;
+	pid_t pid = spawn(false, &c);
+	double t_kill, t_err;
+	int ok, errors;
+
+	side_opts_default(&o);
+	o.max_send_wr = DEPTH;
+	REQUIRE(!side_pair(&s, &o, &c, &p), "setup");
+	chan_barrier(&c);
+	for (int i = 0; i < 16; i++)
+		CHECK(!post_send1(s.qp, IBV_WR_SEND, s.buf, 64, s.mr->lkey, 0,
+				  0, IBV_SEND_SIGNALED, i),
+		      "post");
+	usleep(50000);
+	t_kill = now_s();
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	errors = drain(s.cq, 16, &ok, &t_err);
+	CHECK(errors == 16 && ok == 0, "16 stalled sends: %d errors, %d ok",
+	      errors, ok);
+	CHECK(errors && t_err - t_kill < 1.0, "first error after %.3f s",
+	      t_err - t_kill);
+	printf("  target killed: %d WRs failed, first after %.1f ms\n", errors,
+	       (t_err - t_kill) * 1e3);
+	CHECK(s.qp->state == IBV_QPS_ERR, "QP in ERR");
+	close(c.fd);
+	side_close(&s);
+	CHECK(srn_leftovers() == 0, "softrnic memory still mapped");
+	return t_failures;
+}
+
+/* The peer streams SENDs at us and dies; our receives get flushed. */
+static int initiator_killed(void)
+{
+	struct side_opts o;
+	struct side s;
+	struct peer_info p;
+	struct chan c;
+	pid_t pid = spawn(true, &c);
+	double t_kill, t_err;
+	int ok = 0, errors;
+
+	side_opts_default(&o);
+	o.max_recv_wr = 4096;
+	o.cq_size = 8192;
+	REQUIRE(!side_pair(&s, &o, &c, &p), "setup");
+	for (int i = 0; i < 4096; i++)
+		CHECK(!post_recv1(s.qp, s.buf + (i % 64) * 64, 64, s.mr->lkey,
+				  i),
+		      "recv");
+	chan_barrier(&c);
+	usleep(50000); /* mid-transfer */
+	t_kill = now_s();
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	errors = drain(s.cq, 4096, &ok, &t_err);
+	CHECK(ok + errors == 4096, "every receive completes: %d ok, %d errors",
+	      ok, errors);
+	CHECK(errors > 0 && t_err - t_kill < 1.0, "flush after %.3f s",
+	      t_err - t_kill);
+	printf("  initiator killed after %d messages: %d receives flushed, "
+	       "first after %.1f ms\n",
+	       ok, errors, (t_err - t_kill) * 1e3);
+	close(c.fd);
+	side_close(&s);
+	CHECK(srn_leftovers() == 0, "softrnic memory still mapped");
+	return t_failures;
+}
+
+int main(void)
+{
+	int pass = 0, fail = 0;
+
+	t_role = "survivor";
+	if (target_killed())
+		fail++;
+	else
+		pass++;
+	printf("%s target_killed\n", t_failures ? "FAIL" : "ok  ");
+	t_failures = 0;
+	if (initiator_killed())
+		fail++;
+	else
+		pass++;
+	printf("%s initiator_killed\n", t_failures ? "FAIL" : "ok  ");
+	if (dev_shm_leftovers()) {
+		fprintf(stderr, "FAIL: files left in /dev/shm\n");
+		fail++;
+	}
+	return test_summary(pass, fail);
+}
