@@ -1,25 +1,99 @@
 #!/bin/bash
-# The main job: installs what is missing, builds softrnic and runs
-# unmodified Debian programs (ibv_rc_pingpong, perftest) between two
-# processes on this host over softrnic, printing their results.
+# The demo: installs what is missing, builds softrnic (Release), shows the
+# device, then runs unmodified Debian programs in pairs (server and client
+# processes on this host) over softrnic and prints the client's results
+# and a summary. Exits non-zero if any step fails.
+#   scripts/demo.sh        (SOFTRNIC_BUILD_DIR: build directory, default build)
 set -euo pipefail
-cd "$(dirname "$0")/.."
-./scripts/install-deps.sh
-./scripts/build.sh build
-export SOFTRNIC_LIB_DIR=$PWD/build/lib
-echo "== softrnic devinfo"
-./build/bin/softrnic devinfo
-pair() {
-	echo
-	echo "== $*"
-	./tests/peers/run_pair.sh -- "$@" | sed -n '/^== client/,$p'
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+root=$(pwd)
+build=${SOFTRNIC_BUILD_DIR:-build}
+
+say() { printf '\n===== %s\n' "$*"; }
+
+say "dependencies"
+./scripts/install-deps.sh </dev/null
+
+say "build (Release, $build)"
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release
+cmake --build "$build" -j2
+
+for f in "$build/bin/softrnic" "$build/lib/libibverbs.so.1"; do
+	if [ ! -e "$f" ]; then
+		echo "demo: $f was not built" >&2
+		exit 1
+	fi
+done
+
+say "$build/bin/softrnic devinfo"
+if ! "$build/bin/softrnic" devinfo; then
+	echo "demo: 'softrnic devinfo' failed" >&2
+	exit 1
+fi
+
+case "$build" in
+/*) export SOFTRNIC_LIB_DIR=$build/lib ;;
+*) export SOFTRNIC_LIB_DIR=$root/$build/lib ;;
+esac
+PT=(-d softrnic0 -x 0)
+runs=(
+	"ibv_rc_pingpong -g 0"
+	"ib_write_lat ${PT[*]} -s 8 -n 10000"
+	"ib_read_lat ${PT[*]} -s 8 -n 10000"
+	"ib_send_lat ${PT[*]} -s 8 -n 10000"
+	"ib_atomic_lat ${PT[*]} -n 10000"
+	"ib_write_bw ${PT[*]} -s 65536 -n 5000"
+	"ib_send_bw ${PT[*]} -s 65536 -n 5000"
+)
+
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
+# The key figure of a run, from run_pair.sh's output (the client's part).
+figure() {
+	local prog=$1
+	case "$prog" in
+	ibv_*pingpong)
+		sed -n 's/^.* iters in .* = \(.*usec\/iter\)$/\1/p' "$log" | tail -1
+		;;
+	ib_*_lat)
+		awk '/^[ \t]*#bytes/ { h = 1; next }
+			h && $1 ~ /^[0-9]+$/ {
+				printf "%s B: typical %s us, average %s us\n", $1, $5, $6
+				exit }' "$log"
+		;;
+	ib_*_bw)
+		awk '/^[ \t]*#bytes/ { h = 1; next }
+			h && $1 ~ /^[0-9]+$/ {
+				printf "%s B: %s MB/s average, %s Mpps\n", $1, $4, $5
+				exit }' "$log"
+		;;
+	esac
 }
-pair ibv_rc_pingpong -g 0 -n 10000
-pair ib_write_lat -d softrnic0 -x 0 -s 8 -n 10000
-pair ib_read_lat -d softrnic0 -x 0 -s 8 -n 10000
-pair ib_send_lat -d softrnic0 -x 0 -s 8 -n 10000
-pair ib_atomic_lat -d softrnic0 -x 0 -n 10000
-pair ib_write_bw -d softrnic0 -x 0 -s 65536 -n 5000
-pair ib_send_bw -d softrnic0 -x 0 -s 65536 -n 5000
-echo
-echo "demo done: every pair above ran unmodified over softrnic0"
+
+summary=()
+failed=0
+for r in "${runs[@]}"; do
+	read -r -a cmd <<<"$r"
+	say "$r  (server and client, 127.0.0.1)"
+	rc=0
+	tests/peers/run_pair.sh --timeout 300 --show client -- "${cmd[@]}" \
+		2>&1 | tee "$log" || rc=$?
+	if [ $rc = 0 ]; then
+		summary+=("$(printf '%-6s %-44s %s' ok "$r" "$(figure "${cmd[0]}")")")
+	else
+		[ $rc = 77 ] && why="not installed" || why="exit $rc"
+		summary+=("$(printf '%-6s %-44s %s' FAILED "$r" "$why")")
+		failed=$((failed + 1))
+	fi
+done
+
+say "summary"
+for s in "${summary[@]}"; do
+	echo "$s"
+done
+if [ $failed -gt 0 ]; then
+	echo "demo: $failed of ${#runs[@]} runs failed"
+	exit 1
+fi
+echo "demo: all ${#runs[@]} runs passed"

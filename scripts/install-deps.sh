@@ -1,19 +1,78 @@
 #!/bin/bash
-# Installs the Debian 12 packages softrnic needs to build, test and demo.
-# Only what is missing; safe to run again.
+# Installs the Debian 12 packages softrnic needs to build, test and demo,
+# only those that are missing (so it is quick, and safe to run again).
+#
+#   scripts/install-deps.sh [EXTRA_PACKAGE...]
+#
+# Runs apt-get as root, or through "sudo -n" otherwise. Needs no stdin
+# and asks no questions (CI).
 set -euo pipefail
-pkgs=(build-essential cmake pkg-config libibverbs-dev ibverbs-utils perftest
-	rdma-core python3-pyverbs iproute2 procps bc)
-[ "${SOFTRNIC_BENCH_DEPS:-0}" = 1 ] && pkgs+=(ucx-utils libfabric-bin)
+
+pkgs=(
+	build-essential cmake pkg-config # build
+	libibverbs-dev                   # <infiniband/verbs.h>, the ABI we match
+	ibverbs-utils perftest rdma-core # the programs run over softrnic
+	python3-pyverbs                  # pyverbs smoke test (/usr/bin/python3)
+	iproute2 procps                  # ss (run_pair.sh), ps
+	ucx-utils libfabric-bin          # ucx_perftest, fi_* (benchmarks)
+	"$@"
+)
+
+installed() {
+	local status
+	status=$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null) || return 1
+	[ "$status" = "install ok installed" ]
+}
+
+if ! command -v dpkg-query >/dev/null 2>&1 ||
+	! command -v apt-get >/dev/null 2>&1; then
+	echo "install-deps: this needs a Debian system (dpkg, apt-get)" >&2
+	exit 1
+fi
+
 missing=()
 for p in "${pkgs[@]}"; do
-	dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+	installed "$p" || missing+=("$p")
 done
-if [ ${#missing[@]} -gt 0 ]; then
-	echo "installing: ${missing[*]}"
-	sudo=""
-	[ "$(id -u)" != 0 ] && sudo=sudo
-	$sudo apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq \
-		--no-install-recommends "${missing[@]}"
+if [ ${#missing[@]} -eq 0 ]; then
+	echo "install-deps: all ${#pkgs[@]} packages are installed"
+	exit 0
 fi
+echo "install-deps: installing ${missing[*]}"
+
+as_root=()
+if [ "$(id -u)" != 0 ]; then
+	if ! command -v sudo >/dev/null 2>&1; then
+		echo "install-deps: not root and no sudo; install: ${missing[*]}" >&2
+		exit 1
+	fi
+	as_root=(sudo -n)
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt_opts=(-y -q -o DPkg::Lock::Timeout=300
+	-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold)
+
+# Mirrors fail now and then: a few attempts, a pause in between.
+retry() {
+	local n
+	for n in 1 2 3; do
+		"$@" </dev/null && return 0
+		[ $n = 3 ] || { echo "install-deps: attempt $n failed, retrying"; sleep 10; }
+	done
+	return 1
+}
+
+retry "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
+	apt-get "${apt_opts[@]}" update
+retry "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
+	apt-get "${apt_opts[@]}" install --no-install-recommends "${missing[@]}"
+
+still=()
+for p in "${missing[@]}"; do
+	installed "$p" || still+=("$p")
+done
+if [ ${#still[@]} -gt 0 ]; then
+	echo "install-deps: still missing: ${still[*]}" >&2
+	exit 1
+fi
+echo "install-deps: done"
