@@ -10,7 +10,6 @@ void srn_comp_send(struct srn_qp *qp, const struct srn_swqe *wqe,
 		   enum ibv_wc_status status)
 {
 	const struct srn_opcode_info *op = srn_opcode_get(wqe->opcode);
-	struct srn_cq_view v;
 	struct srn_cqe c = {
 		.wr_id = wqe->wr_id,
 		.status = status,
@@ -24,14 +23,12 @@ void srn_comp_send(struct srn_qp *qp, const struct srn_swqe *wqe,
 
 	if (status != IBV_WC_SUCCESS)
 		c.vendor_err = status;
-	srn_cq_local_view(qp->send_cq, &v);
-	if (srn_cq_post(&v, &c))
+	if (srn_cq_post(&qp->send_cq->local, &c))
 		srn_cq_check_overflow(qp->send_cq);
 }
 
 void srn_comp_recv_flush(struct srn_qp *qp, uint64_t wr_id)
 {
-	struct srn_cq_view v;
 	struct srn_cqe c = {
 		.wr_id = wr_id,
 		.status = IBV_WC_WR_FLUSH_ERR,
@@ -40,7 +37,6 @@ void srn_comp_recv_flush(struct srn_qp *qp, uint64_t wr_id)
 		.qp_num = qp->ibqpx.qp_base.qp_num,
 	};
 
-	srn_cq_local_view(qp->recv_cq, &v);
-	if (srn_cq_post(&v, &c))
+	if (srn_cq_post(&qp->recv_cq->local, &c))
 		srn_cq_check_overflow(qp->recv_cq);
 }

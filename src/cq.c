@@ -43,16 +43,8 @@ int srn_cq_view_init(struct srn_cq_view *v, void *seg_addr, size_t seg_size,
 	v->mask = size - 1;
 	v->chan_fd = chan_fd;
 	v->kick_fd = kick_fd;
+	v->cons_seen = 0;
 	return 0;
-}
-
-void srn_cq_local_view(struct srn_cq *cq, struct srn_cq_view *v)
-{
-	v->shm = cq->shm;
-	v->ring = cq->ring;
-	v->mask = cq->mask;
-	v->chan_fd = cq->chan ? cq->chan->ibch.fd : -1;
-	v->kick_fd = -1;
 }
 
 static void srn_cq_notify(const struct srn_cq_view *v, const struct srn_cqe *c)
@@ -78,16 +70,22 @@ static void srn_cq_notify(const struct srn_cq_view *v, const struct srn_cqe *c)
 }
 
 /* Posts one CQE; -ENOSPC (and the overflow flag) when the ring is full. */
-int srn_cq_post(const struct srn_cq_view *v, const struct srn_cqe *cqe)
+int srn_cq_post(struct srn_cq_view *v, const struct srn_cqe *cqe)
 {
 	struct srn_cq_shm *shm = v->shm;
 	uint64_t p = __atomic_load_n(&shm->prod, __ATOMIC_RELAXED);
 	struct srn_cqe *slot;
 
 	do {
-		/* acquire: pairs with the release of cons in srn_poll_cq */
-		uint64_t c = __atomic_load_n(&shm->cons, __ATOMIC_ACQUIRE);
+		uint64_t c = __atomic_load_n(&v->cons_seen, __ATOMIC_RELAXED);
 
+		if (p - c > v->mask) {
+			/* the known space is used up: read cons, a line the
+			 * owner writes. acquire: pairs with the release of
+			 * cons in srn_cq_drain */
+			c = __atomic_load_n(&shm->cons, __ATOMIC_ACQUIRE);
+			__atomic_store_n(&v->cons_seen, c, __ATOMIC_RELAXED);
+		}
 		if (p - c > v->mask) {
 			__atomic_store_n(&shm->overflow, 1, __ATOMIC_RELEASE);
 			if (v->kick_fd >= 0)
@@ -203,7 +201,7 @@ static int srn_cq_init(struct srn_cq *cq, uint32_t size)
 				      sizeof(struct srn_cq_shm));
 	cq->mask = size - 1;
 	pthread_mutex_init(&cq->lock, NULL);
-	return 0;
+	return srn_cq_view_init(&cq->local, cq->seg.addr, cq->seg.size, -1, -1);
 }
 
 SRN_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe,
@@ -251,6 +249,7 @@ SRN_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe,
 	srn_list_init(&cq->chan_link);
 	if (channel) {
 		cq->chan = container_of(channel, struct srn_comp_channel, ibch);
+		cq->local.chan_fd = channel->fd;
 		pthread_mutex_lock(&cq->chan->lock);
 		srn_list_add_tail(&cq->chan_link, &cq->chan->cqs);
 		channel->refcnt++;

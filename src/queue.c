@@ -4,9 +4,11 @@
  *
  * One producer: the owner's post_recv, under the queue's lock. Many
  * consumers: initiators in any process placing a SEND, and the owner when
- * it flushes. A consumer copies the WQE at cons, then claims it with a CAS
- * on cons; if the CAS fails somebody else took it and the copy is dropped.
- * The producer reuses a slot only after cons has passed it.
+ * it flushes. A WQE is valid when its owner_seq tag equals its position +
+ * 1, so a consumer never reads prod. A consumer copies the WQE at cons,
+ * then claims it with a CAS on cons; if the CAS fails somebody else took it
+ * and the copy is dropped. The producer reuses a slot only after cons has
+ * passed it, and reads cons only when the space it knows of is used up.
  *
  * A consumer works on a view whose geometry was validated once against
  * the segment size (srn_rq_view_init); it never trusts the live header.
@@ -48,6 +50,7 @@ int srn_rq_view_init(struct srn_rq_view *v, struct srn_rq_shm *rq,
 	    (uint64_t)off + (uint64_t)size * stride > seg_size)
 		return -EPROTO;
 	v->rq = rq;
+	v->cons_seen = 0;
 	v->wqes = (uint8_t *)seg_base + off;
 	v->mask = size - 1;
 	v->stride = stride;
@@ -62,7 +65,7 @@ static struct srn_rwqe *srn_rq_slot(const struct srn_rq_view *v, uint64_t i)
 
 /* Owner only, under its queue lock. -ENOMEM when full, -EINVAL when the
  * WR has too many SGEs. */
-int srn_rq_post(const struct srn_rq_view *v, const struct ibv_recv_wr *wr)
+int srn_rq_post(struct srn_rq_view *v, const struct ibv_recv_wr *wr)
 {
 	struct srn_rq_shm *rq = v->rq;
 	uint64_t p = __atomic_load_n(&rq->prod, __ATOMIC_RELAXED);
@@ -70,9 +73,14 @@ int srn_rq_post(const struct srn_rq_view *v, const struct ibv_recv_wr *wr)
 
 	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > v->max_sge)
 		return -EINVAL;
-	/* acquire: pairs with the CAS in srn_rq_claim */
-	if (p - __atomic_load_n(&rq->cons, __ATOMIC_ACQUIRE) > v->mask)
-		return -ENOMEM;
+	/* Read cons (a line the consumers write) only when the space known
+	 * from the last read is used up. acquire: pairs with the CAS in
+	 * srn_rq_commit, so the consumer's copy of the slot is done. */
+	if (p - v->cons_seen > v->mask) {
+		v->cons_seen = __atomic_load_n(&rq->cons, __ATOMIC_ACQUIRE);
+		if (p - v->cons_seen > v->mask)
+			return -ENOMEM;
+	}
 	w = srn_rq_slot(v, p);
 	__atomic_store_n(&w->wr_id, wr->wr_id, __ATOMIC_RELAXED);
 	__atomic_store_n(&w->num_sge, (uint32_t)wr->num_sge, __ATOMIC_RELAXED);
@@ -84,7 +92,8 @@ int srn_rq_post(const struct srn_rq_view *v, const struct ibv_recv_wr *wr)
 		__atomic_store_n(&w->sge[i].lkey, wr->sg_list[i].lkey,
 				 __ATOMIC_RELAXED);
 	}
-	/* release: pairs with the acquire of prod in srn_rq_claim */
+	/* release: pairs with the acquire of owner_seq in srn_rq_peek */
+	__atomic_store_n(&w->owner_seq, (uint32_t)(p + 1), __ATOMIC_RELEASE);
 	__atomic_store_n(&rq->prod, p + 1, __ATOMIC_RELEASE);
 	return 0;
 }
@@ -121,15 +130,26 @@ int srn_rq_peek(const struct srn_rq_view *v, struct srn_rwqe *out,
 {
 	struct srn_rq_shm *rq = v->rq;
 	uint64_t c = __atomic_load_n(&rq->cons, __ATOMIC_ACQUIRE);
-	/* acquire: pairs with the release in srn_rq_post */
-	uint64_t p = __atomic_load_n(&rq->prod, __ATOMIC_ACQUIRE);
 
-	*pos_p = c;
-	if (p == c)
-		return -EAGAIN;
-	if (p - c > (uint64_t)v->mask + 1)
-		return -EPROTO;
-	return srn_rq_copy(v, c, out);
+	for (;;) {
+		const struct srn_rwqe *w = srn_rq_slot(v, c);
+		uint64_t c2;
+
+		/* acquire: pairs with the release in srn_rq_post; the tag
+		 * saves reading prod, a line the owner writes */
+		if (__atomic_load_n(&w->owner_seq, __ATOMIC_ACQUIRE) ==
+		    (uint32_t)(c + 1)) {
+			*pos_p = c;
+			return srn_rq_copy(v, c, out);
+		}
+		/* not posted yet, or cons moved on and the slot was reused */
+		c2 = __atomic_load_n(&rq->cons, __ATOMIC_ACQUIRE);
+		if (c2 == c) {
+			*pos_p = c;
+			return -EAGAIN;
+		}
+		c = c2;
+	}
 }
 
 /* Takes the WQE at pos; false if somebody else took it first. */

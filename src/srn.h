@@ -215,6 +215,18 @@ struct srn_comp_channel {
 	struct srn_list cqs;
 };
 
+/* A producer's view of some CQ: ours or a peer's. */
+struct srn_cq_view {
+	struct srn_cq_shm *shm;
+	struct srn_cqe *ring;
+	uint32_t mask;
+	int chan_fd; /* eventfd of the owner's channel, -1 if none */
+	int kick_fd; /* owner's progress kick, for overflow */
+	/* last cons read: a lower bound, so the free space it implies is
+	 * never more than the truth (relaxed: a hint shared by producers) */
+	uint64_t cons_seen;
+};
+
 struct srn_cq {
 	struct ibv_cq_ex ibcq; /* ibv_cq is its prefix */
 	struct srn_context *ctx;
@@ -229,6 +241,7 @@ struct srn_cq {
 	uint64_t cons; /* owner's copy, published to shm->cons */
 	uint64_t events_seen; /* events handed out by ibv_get_cq_event */
 	struct srn_comp_channel *chan;
+	struct srn_cq_view local; /* producer view for this process */
 	atomic_uint refs; /* QPs and SRQs using it */
 	uint8_t overflow_reported; /* atomic exchange */
 };
@@ -238,19 +251,9 @@ static inline struct srn_cq *to_scq(struct ibv_cq *c)
 	return container_of((struct ibv_cq_ex *)c, struct srn_cq, ibcq);
 }
 
-/* A producer's view of some CQ: ours or a peer's. */
-struct srn_cq_view {
-	struct srn_cq_shm *shm;
-	struct srn_cqe *ring;
-	uint32_t mask;
-	int chan_fd; /* eventfd of the owner's channel, -1 if none */
-	int kick_fd; /* owner's progress kick, for overflow */
-};
-
 int srn_cq_view_init(struct srn_cq_view *v, void *seg_addr, size_t seg_size,
 		     int chan_fd, int kick_fd);
-int srn_cq_post(const struct srn_cq_view *v, const struct srn_cqe *cqe);
-void srn_cq_local_view(struct srn_cq *cq, struct srn_cq_view *v);
+int srn_cq_post(struct srn_cq_view *v, const struct srn_cqe *cqe);
 void srn_cq_check_overflow(struct srn_cq *cq);
 
 /* ---- event.c ---- */
@@ -263,6 +266,7 @@ struct srn_rq_view {
 	uint32_t mask;
 	uint32_t stride;
 	uint32_t max_sge;
+	uint64_t cons_seen; /* owner: last cons read (a lower bound) */
 };
 
 /* A receive WQE with room for the largest SGE list. */
@@ -277,7 +281,7 @@ void srn_rq_init(struct srn_rq_shm *rq, uint32_t size, uint32_t max_sge,
 		 uint32_t wqe_off);
 int srn_rq_view_init(struct srn_rq_view *v, struct srn_rq_shm *rq,
 		     void *seg_base, size_t seg_size);
-int srn_rq_post(const struct srn_rq_view *v, const struct ibv_recv_wr *wr);
+int srn_rq_post(struct srn_rq_view *v, const struct ibv_recv_wr *wr);
 int srn_rq_peek(const struct srn_rq_view *v, struct srn_rwqe *out,
 		uint64_t *pos_p);
 bool srn_rq_commit(const struct srn_rq_view *v, uint64_t pos);

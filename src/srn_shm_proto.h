@@ -57,7 +57,9 @@ static_assert(sizeof(struct srn_rsge) == 16, "rsge size");
 struct srn_rwqe {
 	uint64_t wr_id;
 	uint32_t num_sge;
-	uint32_t rsvd;
+	/* position + 1 (mod 2^32), stored last by the owner with release:
+	 * the entry is valid for the consumer at that position */
+	uint32_t owner_seq;
 	struct srn_rsge sge[]; /* max_sge entries, see srn_rq_shm.stride */
 };
 static_assert(sizeof(struct srn_rwqe) == 16, "rwqe hdr size");
