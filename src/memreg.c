@@ -251,6 +251,24 @@ out_close:
 	return err;
 }
 
+/* The calling thread's stack may not be remapped under its feet (the copy
+ * would miss the frames written meanwhile). Thread stacks are anonymous
+ * mappings that /proc/self/maps does not name. */
+static bool srn_on_own_stack(uintptr_t start, uintptr_t end)
+{
+	pthread_attr_t a;
+	void *base;
+	size_t size;
+	bool hit = false;
+
+	if (pthread_getattr_np(pthread_self(), &a))
+		return false;
+	if (!pthread_attr_getstack(&a, &base, &size))
+		hit = start < (uintptr_t)base + size && end > (uintptr_t)base;
+	pthread_attr_destroy(&a);
+	return hit;
+}
+
 /* Creates the chunk that starts at cursor and ends at most at limit. */
 static int srn_chunk_create(uintptr_t cursor, uintptr_t limit,
 			    const struct srn_vma *vmas, unsigned n,
@@ -262,7 +280,7 @@ static int srn_chunk_create(uintptr_t cursor, uintptr_t limit,
 
 	if (!v)
 		return -EFAULT;
-	if (v->stack)
+	if (v->stack || srn_on_own_stack(cursor, v->end < limit ? v->end : limit))
 		return -EOPNOTSUPP;
 	c = calloc(1, sizeof(*c));
 	if (!c)
