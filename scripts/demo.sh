@@ -80,10 +80,10 @@ for r in "${runs[@]}"; do
 	tests/peers/run_pair.sh --timeout 300 --show client -- "${cmd[@]}" \
 		2>&1 | tee "$log" || rc=$?
 	if [ $rc = 0 ]; then
-		summary+=("$(printf '%-6s %-44s %s' ok "$r" "$(figure "${cmd[0]}")")")
+		summary+=("$(printf '%-6s %-50s %s' ok "$r" "$(figure "${cmd[0]}")")")
 	else
 		[ $rc = 77 ] && why="not installed" || why="exit $rc"
-		summary+=("$(printf '%-6s %-44s %s' FAILED "$r" "$why")")
+		summary+=("$(printf '%-6s %-50s %s' FAILED "$r" "$why")")
 		failed=$((failed + 1))
 	fi
 done

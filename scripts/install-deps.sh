@@ -13,7 +13,7 @@ pkgs=(
 	libibverbs-dev                   # <infiniband/verbs.h>, the ABI we match
 	ibverbs-utils perftest rdma-core # the programs run over softrnic
 	python3-pyverbs                  # pyverbs smoke test (/usr/bin/python3)
-	iproute2 procps                  # ss (run_pair.sh), ps
+	iproute2 procps bc               # ss (run_pair.sh), ps, bc (kill_pair.sh)
 	ucx-utils libfabric-bin          # ucx_perftest, fi_* (benchmarks)
 	"$@"
 )
