@@ -137,7 +137,7 @@ static int srn_cq_drain(struct srn_cq *cq, int ne, struct ibv_wc *wc)
 {
 	int n = 0;
 
-	pthread_mutex_lock(&cq->lock);
+	srn_lock(&cq->lock);
 	for (; n < ne; n++) {
 		const struct srn_cqe *c = &cq->ring[cq->cons & cq->mask];
 
@@ -150,7 +150,7 @@ static int srn_cq_drain(struct srn_cq *cq, int ne, struct ibv_wc *wc)
 	}
 	if (n) /* release: pairs with the acquire in srn_cq_post */
 		__atomic_store_n(&cq->shm->cons, cq->cons, __ATOMIC_RELEASE);
-	pthread_mutex_unlock(&cq->lock);
+	srn_unlock(&cq->lock);
 	return n;
 }
 
@@ -200,7 +200,7 @@ static int srn_cq_init(struct srn_cq *cq, uint32_t size)
 	cq->ring = (struct srn_cqe *)((char *)cq->seg.addr +
 				      sizeof(struct srn_cq_shm));
 	cq->mask = size - 1;
-	pthread_mutex_init(&cq->lock, NULL);
+	srn_lock_init(&cq->lock);
 	return srn_cq_view_init(&cq->local, cq->seg.addr, cq->seg.size, -1, -1);
 }
 

@@ -102,8 +102,8 @@ static struct srn_qp *srn_qp_alloc(struct srn_context *ctx,
 	if (!qp->cap.max_send_sge)
 		qp->cap.max_send_sge = 1;
 	qp->sq_sig_all = a->sq_sig_all;
-	pthread_mutex_init(&qp->sq_lock, NULL);
-	pthread_mutex_init(&qp->rq_lock, NULL);
+	srn_lock_init(&qp->sq_lock);
+	srn_lock_init(&qp->rq_lock);
 	srn_list_init(&qp->conns);
 	pthread_mutex_init(&qp->conn_lock, NULL);
 	srn_list_init(&qp->ctx_link);
@@ -245,7 +245,7 @@ SRN_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	ctx->nqp--;
 	pthread_mutex_unlock(&ctx->lock);
 	srn_progress_unlock();
-	pthread_mutex_lock(&qp->sq_lock);
+	srn_lock(&qp->sq_lock);
 	if (qp->tops)
 		qp->tops->disconnect(qp);
 	qp->tops = NULL;
@@ -253,7 +253,7 @@ SRN_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 		atomic_fetch_sub_explicit(&ctx->nstalled, 1,
 					  memory_order_relaxed);
 	qp->stall = SRN_STALL_NONE;
-	pthread_mutex_unlock(&qp->sq_lock);
+	srn_unlock(&qp->sq_lock);
 	srn_qp_get_refs(qp, -1);
 	srn_qp_free(qp);
 	return 0;
@@ -387,8 +387,8 @@ SRN_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 
 	if (!attr || srn_ctx_is_foreign(qp->ctx))
 		return EINVAL;
-	pthread_mutex_lock(&qp->sq_lock);
-	pthread_mutex_lock(&qp->rq_lock);
+	srn_lock(&qp->sq_lock);
+	srn_lock(&qp->rq_lock);
 	cur = (mask & IBV_QP_CUR_STATE) ? attr->cur_qp_state :
 					  srn_qp_state(qp);
 	next = (mask & IBV_QP_STATE) ? attr->qp_state : cur;
@@ -407,8 +407,8 @@ SRN_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 		if (err)
 			qp->attr = old;
 	}
-	pthread_mutex_unlock(&qp->rq_lock);
-	pthread_mutex_unlock(&qp->sq_lock);
+	srn_unlock(&qp->rq_lock);
+	srn_unlock(&qp->sq_lock);
 	return -err;
 }
 
@@ -419,13 +419,13 @@ SRN_EXPORT int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 
 	if (!attr || !init)
 		return EINVAL;
-	pthread_mutex_lock(&qp->sq_lock);
+	srn_lock(&qp->sq_lock);
 	*attr = qp->attr;
 	attr->qp_state = srn_qp_state(qp);
 	attr->cur_qp_state = attr->qp_state;
 	attr->cap = qp->cap;
 	attr->sq_draining = 0;
-	pthread_mutex_unlock(&qp->sq_lock);
+	srn_unlock(&qp->sq_lock);
 	memset(init, 0, sizeof(*init));
 	init->qp_context = ibqp->qp_context;
 	init->send_cq = ibqp->send_cq;
@@ -519,12 +519,12 @@ int srn_qp_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		*bad_wr = wr;
 		return EINVAL;
 	}
-	pthread_mutex_lock(&qp->sq_lock);
+	srn_lock(&qp->sq_lock);
 	st = srn_qp_state(qp);
 	if (srn_unlikely(st != IBV_QPS_RTS && st != IBV_QPS_ERR &&
 			 st != IBV_QPS_SQD)) {
 		*bad_wr = wr;
-		pthread_mutex_unlock(&qp->sq_lock);
+		srn_unlock(&qp->sq_lock);
 		return EINVAL;
 	}
 	for (; wr; wr = wr->next) {
@@ -535,7 +535,7 @@ int srn_qp_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		}
 	}
 	srn_req_run(qp); /* the doorbell */
-	pthread_mutex_unlock(&qp->sq_lock);
+	srn_unlock(&qp->sq_lock);
 	return err;
 }
 
@@ -550,11 +550,11 @@ int srn_qp_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 		*bad_wr = wr;
 		return EINVAL;
 	}
-	pthread_mutex_lock(&qp->rq_lock);
+	srn_lock(&qp->rq_lock);
 	st = srn_qp_state(qp);
 	if (srn_unlikely(st == IBV_QPS_RESET)) {
 		*bad_wr = wr;
-		pthread_mutex_unlock(&qp->rq_lock);
+		srn_unlock(&qp->rq_lock);
 		return EINVAL;
 	}
 	for (; wr; wr = wr->next) {
@@ -566,7 +566,7 @@ int srn_qp_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	}
 	if (srn_unlikely(st == IBV_QPS_ERR))
 		srn_qp_flush_recv(qp);
-	pthread_mutex_unlock(&qp->rq_lock);
+	srn_unlock(&qp->rq_lock);
 	/* acq_rel: pairs with the release in the initiator's stall */
 	if (__atomic_load_n(&qp->shm->rq.peer_waiting, __ATOMIC_RELAXED) &&
 	    __atomic_exchange_n(&qp->shm->rq.peer_waiting, 0, __ATOMIC_ACQ_REL))
@@ -578,7 +578,7 @@ int srn_qp_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
  * sq_lock held. */
 void srn_qp_error(struct srn_qp *qp)
 {
-	pthread_mutex_lock(&qp->rq_lock);
+	srn_lock(&qp->rq_lock);
 	srn_qp_set_state(qp, IBV_QPS_ERR);
-	pthread_mutex_unlock(&qp->rq_lock);
+	srn_unlock(&qp->rq_lock);
 }

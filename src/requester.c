@@ -168,7 +168,7 @@ unsigned srn_req_retry_stalled(struct srn_context *ctx)
 			busy++;
 			break;
 		}
-		if (pthread_mutex_trylock(&qp->sq_lock)) {
+		if (!srn_trylock(&qp->sq_lock)) {
 			busy++;
 			continue;
 		}
@@ -177,12 +177,12 @@ unsigned srn_req_retry_stalled(struct srn_context *ctx)
 					 memory_order_relaxed))
 			batch[n++] = qp; /* keeps sq_lock: not freed */
 		else
-			pthread_mutex_unlock(&qp->sq_lock);
+			srn_unlock(&qp->sq_lock);
 	}
 	pthread_mutex_unlock(&ctx->lock);
 	for (unsigned i = 0; i < n; i++) {
 		srn_req_run(batch[i]);
-		pthread_mutex_unlock(&batch[i]->sq_lock);
+		srn_unlock(&batch[i]->sq_lock);
 	}
 	return busy; /* QPs that could not be looked at now */
 }

@@ -30,6 +30,7 @@
 
 #include "srn_compiler.h"
 #include "srn_list.h"
+#include "srn_lock.h"
 #include "srn_shm_proto.h"
 
 /* ---- device limits (reported by ibv_query_device and enforced) ---- */
@@ -233,7 +234,7 @@ struct srn_cq {
 	struct srn_list ctx_link;
 	struct srn_list chan_link;
 	uint32_t handle;
-	pthread_mutex_t lock; /* the consumer side */
+	struct srn_lock lock; /* the consumer side */
 	struct srn_seg seg;
 	struct srn_cq_shm *shm;
 	struct srn_cqe *ring;
@@ -297,7 +298,7 @@ struct srn_srq {
 	struct srn_list ctx_link;
 	struct srn_pd *pd;
 	uint32_t handle;
-	pthread_mutex_t lock;
+	struct srn_lock lock;
 	struct srn_seg seg;
 	struct srn_srq_shm *shm;
 	struct srn_rq_view rqv;
@@ -374,8 +375,8 @@ struct srn_qp {
 	struct srn_pd *pd;
 	struct srn_cq *send_cq, *recv_cq;
 	struct srn_srq *srq;
-	pthread_mutex_t sq_lock; /* the requester; taken before rq_lock */
-	pthread_mutex_t rq_lock;
+	struct srn_lock sq_lock; /* the requester; taken before rq_lock */
+	struct srn_lock rq_lock;
 	struct ibv_qp_cap cap;
 	bool sq_sig_all;
 	/* attributes (written by modify_qp under both locks) */

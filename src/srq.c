@@ -53,7 +53,7 @@ SRN_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *ibpd,
 	srq->ctx = ctx;
 	srq->pd = to_spd(ibpd);
 	srq->seg.fd = -1;
-	pthread_mutex_init(&srq->lock, NULL);
+	srn_lock_init(&srq->lock);
 	pthread_mutex_lock(&ctx->lock);
 	if (ctx->nsrq >= SRN_MAX_SRQ) {
 		pthread_mutex_unlock(&ctx->lock);
@@ -171,7 +171,7 @@ int srn_srq_post_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 		*bad_wr = wr;
 		return EINVAL;
 	}
-	pthread_mutex_lock(&srq->lock);
+	srn_lock(&srq->lock);
 	for (; wr; wr = wr->next) {
 		err = srn_rq_post(&srq->rqv, wr);
 		if (err) {
@@ -179,7 +179,7 @@ int srn_srq_post_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 			break;
 		}
 	}
-	pthread_mutex_unlock(&srq->lock);
+	srn_unlock(&srq->lock);
 	/* acq_rel: pairs with the release in srn_shm_stall */
 	if (__atomic_load_n(&srq->shm->rq.peer_waiting, __ATOMIC_RELAXED) &&
 	    __atomic_exchange_n(&srq->shm->rq.peer_waiting, 0,
