@@ -165,8 +165,7 @@ FIL=$(us2ns "$(med fi_lat)")
 	done
 	echo '```'
 } >"$out/md"
-if [ -f docs/BENCHMARKS.notes.md ]; then
-	cat docs/BENCHMARKS.notes.md >>"$out/md"
-fi
+# the analysis of the figures, kept by hand in step with them
+[ -f docs/bench-analysis.md ] && cat docs/bench-analysis.md >>"$out/md"
 cp "$out/md" docs/BENCHMARKS.md
 cat docs/BENCHMARKS.md
