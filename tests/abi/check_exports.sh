@@ -1,39 +1,169 @@
 #!/bin/bash
-# Checks that our libibverbs.so.1 exports exactly what the system one does:
-# every default-versioned symbol of the system library, in the same version
-# node (plus the compat ibv_register_driver@IBVERBS_1.1), nothing else; and
-# that every IBVERBS import of Debian's consumers is satisfied.
+# SPDX-License-Identifier: MIT
+#
+# softrnic — ABI test of our libibverbs.so.1 against Debian's.
+#
+# Usage: check_exports.sh path/to/our/libibverbs.so.1
+#
+# Checks, with readelf:
+#  1. the version nodes: the same IBVERBS_* nodes with the same parents as
+#     the system library (13 of them), and the SONAME libibverbs.so.1;
+#  2. every default-versioned (@@) symbol of the system library is
+#     exported by ours, default-versioned, in the same node, of the same
+#     kind (FUNC/OBJECT; data objects also of the same size);
+#  3. ours exports nothing else, except ibv_register_driver@IBVERBS_1.1
+#     (a compat symbol the system library has as non-default @);
+#  4. every IBVERBS symbol and version node imported by the consumers
+#     (ibv_devinfo, ib_write_bw, libmlx5, libefa, librdmacm, ...) is
+#     provided by ours. Consumers that are not installed are skipped.
+# Exits 0 when all hold, 1 with the differences listed otherwise, 77 when
+# the system library is not installed.
 set -u
+set -o pipefail
+
 ours=${1:?usage: check_exports.sh path/to/libibverbs.so.1}
-sys=$(readlink -f /usr/lib/x86_64-linux-gnu/libibverbs.so.1)
+libdir=/usr/lib/x86_64-linux-gnu
+sys=$(readlink -f "$libdir/libibverbs.so.1")
+consumers="/usr/bin/ibv_devinfo /usr/bin/ib_write_bw /usr/bin/ibv_rc_pingpong
+	$libdir/libmlx5.so.1 $libdir/libefa.so.1 $libdir/librdmacm.so.1"
+extra_ok="ibv_register_driver@IBVERBS_1.1 FUNC"
 fail=0
 
-exports() { # symbol@node for every defined, versioned dynamic symbol
-	readelf --dyn-syms -W "$1" | awk '$7 != "UND" && $8 ~ /@/ {print $8}' |
-		sed 's/@@/@/' | grep -v '@IBVERBS_[0-9.A-Z_]*$' -c >/dev/null
-	readelf --dyn-syms -W "$1" | awk '$7 != "UND" && $8 ~ /@@/ {sub("@@","@",$8); print $8}' | sort -u
+[ -r "$sys" ] || { echo "SKIP: no system $libdir/libibverbs.so.1"; exit 77; }
+ours=$(readlink -f "$ours")
+[ -r "$ours" ] || { echo "FAIL: cannot read $1"; exit 1; }
+command -v readelf >/dev/null || { echo "FAIL: readelf not found"; exit 1; }
+
+# Reports a failed check: a title, then the offending lines indented.
+report() {
+	[ -n "$2" ] || return 0
+	echo "FAIL: $1"
+	while IFS= read -r line; do echo "    $line"; done <<<"$2"
+	fail=1
 }
 
-[ -r "$sys" ] || { echo "skip: no system libibverbs"; exit 77; }
-want=$( (exports "$sys"; echo "ibv_register_driver@IBVERBS_1.1") | sort -u)
-ourset=$(readelf --dyn-syms -W "$ours" | awk '$7 != "UND" && $8 ~ /@/ {sub("@@","@",$8); print $8}' | sort -u)
-missing=$(comm -23 <(echo "$want") <(echo "$ourset"))
-extra=$(comm -13 <(echo "$want") <(echo "$ourset") | grep -v -E '^IBVERBS_[0-9A-Z_.]+@IBVERBS')
-if [ -n "$missing" ]; then echo "MISSING exports:"; echo "$missing"; fail=1; fi
-if [ -n "$extra" ]; then echo "EXTRA exports:"; echo "$extra"; fail=1; fi
+# Version definitions as "node parent" (parent "-" for a root node).
+verdefs() {
+	readelf -V -W "$1" | awk '
+		/^Version definition section/ { on = 1; next }
+		/^Version (needs|symbols) section/ { on = 0 }
+		!on { next }
+		/Flags: BASE/ { next }
+		/ Name: / { node = $NF; parent[node] = "-"; order[++n] = node }
+		/Parent 1:/ { parent[node] = $NF }
+		END {
+			for (i = 1; i <= n; i++)
+				print order[i], parent[order[i]]
+		}' |
+		sort
+}
 
-nodes=$(readelf -V -W "$ours" | sed -n '/Version definition/,/Version needs/p' | grep -o 'Name: [A-Z0-9_.]*' | awk '{print $2}' | grep IBVERBS | sort)
-want_nodes=$(printf '%s\n' IBVERBS_1.0 IBVERBS_1.1 IBVERBS_1.5 IBVERBS_1.6 IBVERBS_1.7 IBVERBS_1.8 IBVERBS_1.9 IBVERBS_1.10 IBVERBS_1.11 IBVERBS_1.12 IBVERBS_1.13 IBVERBS_1.14 IBVERBS_PRIVATE_34 | sort)
-if [ "$nodes" != "$want_nodes" ]; then echo "version nodes differ:"; diff <(echo "$want_nodes") <(echo "$nodes"); fail=1; fi
+# Defined dynamic symbols as "name@node kind size dflt" (dflt: @@ or @, or
+# - when unversioned). The absolute symbols ld emits for each version node
+# (IBVERBS_1.0, or IBVERBS_1.0@@IBVERBS_1.0) are markers, not exports.
+defined() {
+	local nodes
 
-for c in /usr/bin/ibv_devinfo /usr/bin/ib_write_bw /usr/bin/ibv_rc_pingpong \
-	/usr/lib/x86_64-linux-gnu/libmlx5.so.1 /usr/lib/x86_64-linux-gnu/libefa.so.1 \
-	/usr/lib/x86_64-linux-gnu/librdmacm.so.1; do
-	[ -e "$c" ] || continue
-	imports=$(readelf --dyn-syms -W "$c" | awk '$7 == "UND" && $8 ~ /@IBVERBS/ {sub(/ \(.*$/,"",$8); print $8}' | sed 's/@@/@/' | sort -u)
-	un=$(comm -23 <(echo "$imports") <(echo "$ourset"))
-	if [ -n "$un" ]; then echo "$c imports what we lack:"; echo "$un"; fail=1; fi
+	nodes=" $(verdefs "$1" | cut -d' ' -f1 | tr '\n' ' ')"
+	readelf --dyn-syms -W "$1" | awk -v nodes="$nodes" '
+		NF >= 8 && $7 != "UND" && $1 ~ /^[0-9]+:$/ {
+			name = $8; dflt = "-"
+			if (index(name, "@@")) dflt = "@@"
+			else if (index(name, "@")) dflt = "@"
+			split(name, p, "@+")
+			if ($7 == "ABS" && index(nodes, " " p[1] " ") &&
+			    (dflt == "-" || p[1] == p[2]))
+				next
+			if (dflt != "-")
+				name = p[1] "@" p[2]
+			size = ($4 == "OBJECT") ? $3 : "-"
+			print name, $4, size, dflt
+		}' | sort -u
+}
+
+# Undefined IBVERBS imports as "name@node kind".
+imports() {
+	readelf --dyn-syms -W "$1" | awk '
+		NF >= 8 && $7 == "UND" && $8 ~ /@IBVERBS_/ {
+			split($8, p, "@+"); print p[1] "@" p[2], $4
+		}' | sort -u
+}
+
+# Version nodes a consumer needs from libibverbs.so.1.
+verneeds() {
+	readelf -V -W "$1" | awk '
+		/^Version needs section/ { on = 1; next }
+		!on { next }
+		/ File: / {
+			file = $0
+			sub(/.*File: /, "", file)
+			sub(/ .*/, "", file)
+		}
+		/ Name: / && file == "libibverbs.so.1" {
+			for (i = 1; i < NF; i++)
+				if ($i == "Name:")
+					print $(i + 1)
+		}' | sort -u
+}
+
+# 1. version nodes and SONAME
+sys_nodes=$(verdefs "$sys")
+our_nodes=$(verdefs "$ours")
+report "version nodes differ from the system library (< system, > ours):" \
+	"$(diff <(echo "$sys_nodes") <(echo "$our_nodes") | grep '^[<>]')"
+n_nodes=$(grep -c . <<<"$our_nodes")
+[ "$n_nodes" = 13 ] || report "expected 13 version nodes" "ours has $n_nodes"
+soname=$(readelf -d -W "$ours" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+[ "$soname" = libibverbs.so.1 ] ||
+	report "wrong SONAME" "'$soname' instead of 'libibverbs.so.1'"
+
+# 2. and 3. the export table
+sys_defs=$(defined "$sys")
+our_defs=$(defined "$ours")
+want=$( (awk '$4 == "@@" { print $1, $2, $3 }' <<<"$sys_defs"
+	echo "$extra_ok -") | sort -u)
+have=$(awk '{ print $1, $2, $3 }' <<<"$our_defs" | sort -u)
+report "exported by the system library, not by ours (or kind/size differs):" \
+	"$(comm -23 <(echo "$want") <(echo "$have"))"
+report "exported by ours, not by the system library (or kind/size differs):" \
+	"$(comm -13 <(echo "$want") <(echo "$have"))"
+report "exported by ours without a version:" \
+	"$(awk '$4 == "-" { print $1 }' <<<"$our_defs")"
+report "exported by ours as non-default (@) although the system has @@:" \
+	"$(awk -v ok="${extra_ok% *}" '$4 == "@" && $1 != ok { print $1 }' \
+		<<<"$our_defs")"
+
+# 4. consumers
+our_syms=$(awk '{ print $1, $2 }' <<<"$our_defs")
+our_names=$(awk '{ print $1 }' <<<"$our_nodes")
+checked=0
+for c in $consumers; do
+	if [ ! -e "$c" ]; then
+		echo "note: $c not installed, skipped"
+		continue
+	fi
+	checked=$((checked + 1))
+	need=$(imports "$c")
+	# NOTYPE imports bind to either kind: compare names only for them
+	missing=$(while read -r sym kind; do
+		[ -n "$sym" ] || continue
+		if [ "$kind" = FUNC ] || [ "$kind" = OBJECT ]; then
+			grep -qxF "$sym $kind" <<<"$our_syms" ||
+				echo "$sym ($kind)"
+		else
+			awk -v s="$sym" '$1 == s { f = 1 } END { exit !f }' \
+				<<<"$our_syms" || echo "$sym"
+		fi
+	done <<<"$need")
+	report "$c imports symbols ours lacks:" "$missing"
+	report "$c needs version nodes ours lacks:" \
+		"$(comm -23 <(verneeds "$c") <(echo "$our_names"))"
 done
-n=$(echo "$ourset" | wc -l)
-if [ $fail = 0 ]; then echo "exports ok: $n symbols, 13 version nodes, consumers satisfied"; fi
-exit $fail
+
+if [ "$fail" != 0 ]; then
+	echo "check_exports: $ours does NOT match $sys"
+	exit 1
+fi
+echo "check_exports: OK: $(grep -c . <<<"$have") symbols in $n_nodes" \
+	"version nodes match $sys; $checked consumers satisfied"
+exit 0
