@@ -361,6 +361,7 @@ int srn_sysfs_virtual_read(const char *dir, const char *file, char *buf,
 	}
 	if (!val)
 		return -ENOENT;
-	return snprintf(buf, size, "%s", val) >= (int)size ? (int)size - 1 :
-							      (int)strlen(val);
+	if (strlen(val) >= size)
+		return -ENOSPC; /* rdma-core fails rather than truncate */
+	return snprintf(buf, size, "%s", val);
 }
