@@ -15,6 +15,7 @@ pkgs=(
 	python3-pyverbs                  # pyverbs smoke test (/usr/bin/python3)
 	iproute2 procps bc               # ss (run_pair.sh), ps, bc (kill_pair.sh)
 	ucx-utils libfabric-bin          # ucx_perftest, fi_* (benchmarks)
+	clang libclang-rt-14-dev         # libFuzzer (wire parser)
 	"$@"
 )
 

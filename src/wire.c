@@ -1,0 +1,231 @@
+// SPDX-License-Identifier: MIT
+/*
+ * softrnic — the wire protocol's receive side: header checks and a parser
+ * that resumes at any byte boundary. Payloads go straight to where the
+ * consumer points them (registered memory, via recvmsg iovecs), or are
+ * discarded; nothing is copied through an intermediate buffer.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "wire.h"
+
+const char *const srn_wire_op_names[] = {
+	[SRN_WOP_HELLO] = "HELLO",	     [SRN_WOP_HELLO_ACK] = "HELLO_ACK",
+	[SRN_WOP_SEND] = "SEND",	     [SRN_WOP_WRITE] = "WRITE",
+	[SRN_WOP_READ_REQ] = "READ_REQ",     [SRN_WOP_ATOMIC] = "ATOMIC",
+	[SRN_WOP_ACK] = "ACK",		     [SRN_WOP_READ_RESP] = "READ_RESP",
+	[SRN_WOP_ATOMIC_RESP] = "ATOMIC_RESP", [SRN_WOP_BYE] = "BYE",
+};
+
+static bool srn_wire_is_request(unsigned op)
+{
+	return op == SRN_WOP_HELLO || op == SRN_WOP_SEND ||
+	       op == SRN_WOP_WRITE || op == SRN_WOP_READ_REQ ||
+	       op == SRN_WOP_ATOMIC || op == SRN_WOP_BYE;
+}
+
+/* The payload length a valid header announces, or -EPROTO. */
+static int64_t srn_wire_payload_len(const struct srn_wire_hdr *h)
+{
+	switch (h->opcode) {
+	case SRN_WOP_HELLO:
+		return h->len == sizeof(struct srn_wire_hello) ? (int64_t)h->len :
+							      -EPROTO;
+	case SRN_WOP_ATOMIC:
+		return h->len == sizeof(struct srn_wire_atomic) ? (int64_t)h->len :
+								  -EPROTO;
+	case SRN_WOP_ATOMIC_RESP:
+		return h->len == 8 ? 8 : -EPROTO;
+	case SRN_WOP_SEND:
+	case SRN_WOP_WRITE:
+	case SRN_WOP_READ_RESP:
+		return h->len <= SRN_WIRE_MAX_PAYLOAD ? (int64_t)h->len : -EPROTO;
+	case SRN_WOP_READ_REQ: /* len is the amount asked for */
+		return h->len <= SRN_WIRE_MAX_PAYLOAD ? 0 : -EPROTO;
+	case SRN_WOP_ACK:
+		return h->aux < SRN_WS_NR && !h->len ? 0 : -EPROTO;
+	default: /* HELLO_ACK, BYE */
+		return h->len ? -EPROTO : 0;
+	}
+}
+
+/*
+ * Static checks of a header: magic, version, opcode, flags, lengths, and
+ * direction (a connection carries requests one way, responses the other).
+ * Returns the payload length that follows, or -EPROTO.
+ */
+int64_t srn_wire_hdr_check(const struct srn_wire_hdr *h, bool requests)
+{
+	if (h->magic != SRN_WIRE_MAGIC || h->version != SRN_WIRE_VERSION)
+		return -EPROTO;
+	if (!h->opcode || h->opcode >= SRN_WOP_NR)
+		return -EPROTO;
+	if (h->flags & ~SRN_WF_ALL)
+		return -EPROTO;
+	if (srn_wire_is_request(h->opcode) != requests &&
+	    h->opcode != SRN_WOP_BYE)
+		return -EPROTO;
+	return srn_wire_payload_len(h);
+}
+
+void srn_wire_rx_init(struct srn_wire_rx *rx, bool requests)
+{
+	memset(rx, 0, sizeof(*rx));
+	rx->requests = requests;
+}
+
+/* A complete header: check it, its sequence number, and ask the sink
+ * where its payload goes. */
+static int srn_wire_rx_hdr(struct srn_wire_rx *rx, const struct srn_wire_sink *s,
+			   void *ctx)
+{
+	int64_t len = srn_wire_hdr_check(&rx->hdr, rx->requests);
+	int err;
+
+	if (len < 0)
+		return (int)len;
+	if (rx->requests && rx->hdr.opcode != SRN_WOP_BYE &&
+	    rx->hdr.opcode != SRN_WOP_HELLO) {
+		if (rx->hdr.psn != rx->next_psn)
+			return -EPROTO; /* lost or reordered: TCP forbids */
+		rx->next_psn++;
+	}
+	rx->payload_left = (uint64_t)len;
+	rx->niov = 0;
+	rx->iov_idx = 0;
+	rx->iov_off = 0;
+	err = s->on_hdr(ctx, &rx->hdr, rx->iov, &rx->niov);
+	if (err)
+		return err;
+	if (rx->niov > SRN_WIRE_MAX_IOV)
+		return -EINVAL;
+	return 0;
+}
+
+/* Where the next payload byte goes: *dst (NULL: discard) and how many
+ * bytes may go there at most. */
+static size_t srn_wire_rx_dst(struct srn_wire_rx *rx, uint8_t **dst)
+{
+	while (rx->iov_idx < rx->niov &&
+	       rx->iov_off == rx->iov[rx->iov_idx].iov_len) {
+		rx->iov_idx++;
+		rx->iov_off = 0;
+	}
+	if (rx->iov_idx == rx->niov) {
+		*dst = NULL;
+		return rx->payload_left;
+	}
+	*dst = (uint8_t *)rx->iov[rx->iov_idx].iov_base + rx->iov_off;
+	return rx->iov[rx->iov_idx].iov_len - rx->iov_off;
+}
+
+static void srn_wire_rx_advance(struct srn_wire_rx *rx, bool discard,
+				size_t n)
+{
+	rx->payload_left -= n;
+	if (!discard)
+		rx->iov_off += n;
+}
+
+static int srn_wire_rx_done(struct srn_wire_rx *rx,
+			    const struct srn_wire_sink *s, void *ctx)
+{
+	rx->hdr_have = 0;
+	return s->on_msg(ctx, &rx->hdr);
+}
+
+/*
+ * Feeds n bytes of the stream. Returns n (everything consumed) or -errno
+ * (a protocol violation, or the sink refused): the connection must then be
+ * dropped.
+ */
+ssize_t srn_wire_feed(struct srn_wire_rx *rx, const uint8_t *buf, size_t n,
+		      const struct srn_wire_sink *s, void *ctx)
+{
+	size_t used = 0;
+	int err;
+
+	while (used < n) {
+		if (rx->hdr_have < sizeof(rx->hdr)) {
+			size_t k = sizeof(rx->hdr) - rx->hdr_have;
+
+			k = k < n - used ? k : n - used;
+			memcpy((uint8_t *)&rx->hdr + rx->hdr_have, buf + used,
+			       k);
+			rx->hdr_have += k;
+			used += k;
+			if (rx->hdr_have < sizeof(rx->hdr))
+				break;
+			err = srn_wire_rx_hdr(rx, s, ctx);
+			if (err)
+				return err;
+		} else {
+			uint8_t *dst;
+			size_t k = srn_wire_rx_dst(rx, &dst);
+
+			k = k < n - used ? k : n - used;
+			if (dst)
+				memcpy(dst, buf + used, k);
+			srn_wire_rx_advance(rx, !dst, k);
+			used += k;
+		}
+		if (rx->hdr_have == sizeof(rx->hdr) && !rx->payload_left) {
+			err = srn_wire_rx_done(rx, s, ctx);
+			if (err)
+				return err;
+		}
+	}
+	return (ssize_t)used;
+}
+
+/* Payload bytes from the socket straight into their destination. */
+static ssize_t srn_wire_recv_payload(struct srn_wire_rx *rx, int fd)
+{
+	uint8_t scratch[4096], *dst;
+	size_t k = srn_wire_rx_dst(rx, &dst);
+	ssize_t got;
+
+	if (!dst && k > sizeof(scratch))
+		k = sizeof(scratch);
+	got = recv(fd, dst ? dst : scratch, k, MSG_DONTWAIT);
+	if (got > 0)
+		srn_wire_rx_advance(rx, !dst, (size_t)got);
+	return got;
+}
+
+/*
+ * Reads what the socket has and runs the parser over it. Returns 0 when
+ * the socket has nothing more for now (EAGAIN), -ECONNRESET at end of
+ * stream, or another -errno on error.
+ */
+int srn_wire_recv(struct srn_wire_rx *rx, int fd,
+		  const struct srn_wire_sink *s, void *ctx)
+{
+	for (;;) {
+		ssize_t got;
+		int err;
+
+		if (rx->hdr_have < sizeof(rx->hdr)) {
+			got = recv(fd, (uint8_t *)&rx->hdr + rx->hdr_have,
+				   sizeof(rx->hdr) - rx->hdr_have, MSG_DONTWAIT);
+			if (got > 0) {
+				rx->hdr_have += got;
+				if (rx->hdr_have == sizeof(rx->hdr) &&
+				    (err = srn_wire_rx_hdr(rx, s, ctx)))
+					return err;
+			}
+		} else {
+			got = srn_wire_recv_payload(rx, fd);
+		}
+		if (got == 0)
+			return -ECONNRESET;
+		if (got < 0)
+			return errno == EAGAIN ? 0 : -errno;
+		if (rx->hdr_have == sizeof(rx->hdr) && !rx->payload_left &&
+		    (err = srn_wire_rx_done(rx, s, ctx)))
+			return err;
+	}
+}

@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT */
+/* softrnic — the wire protocol's parser (wire.c). */
+#ifndef SRN_WIRE_H
+#define SRN_WIRE_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "srn_wire_proto.h"
+
+#define SRN_WIRE_MAX_IOV 17 /* max_sge + 1 */
+
+/* Where a parsed message goes. on_hdr points the payload somewhere
+ * (iov, *niov entries; beyond them it is discarded); on_msg runs once the
+ * whole payload has arrived. Either returns 0 or -errno to drop the
+ * connection. */
+struct srn_wire_sink {
+	int (*on_hdr)(void *ctx, const struct srn_wire_hdr *h,
+		      struct iovec *iov, unsigned *niov);
+	int (*on_msg)(void *ctx, const struct srn_wire_hdr *h);
+};
+
+/* The receive state of one connection; resumes at any byte boundary. */
+struct srn_wire_rx {
+	struct srn_wire_hdr hdr;
+	uint32_t hdr_have;
+	bool requests; /* this end receives requests (else responses) */
+	uint32_t next_psn; /* the next request's sequence number */
+	uint64_t payload_left;
+	struct iovec iov[SRN_WIRE_MAX_IOV];
+	unsigned niov, iov_idx;
+	size_t iov_off;
+};
+
+int64_t srn_wire_hdr_check(const struct srn_wire_hdr *h, bool requests);
+void srn_wire_rx_init(struct srn_wire_rx *rx, bool requests);
+ssize_t srn_wire_feed(struct srn_wire_rx *rx, const uint8_t *buf, size_t n,
+		      const struct srn_wire_sink *s, void *ctx);
+int srn_wire_recv(struct srn_wire_rx *rx, int fd,
+		  const struct srn_wire_sink *s, void *ctx);
+
+#endif /* SRN_WIRE_H */
