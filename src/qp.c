@@ -104,6 +104,7 @@ static struct srn_qp *srn_qp_alloc(struct srn_context *ctx,
 	qp->sq_sig_all = a->sq_sig_all;
 	srn_lock_init(&qp->sq_lock);
 	srn_lock_init(&qp->rq_lock);
+	srn_lock_init(&qp->comp_lock);
 	srn_list_init(&qp->conns);
 	pthread_mutex_init(&qp->conn_lock, NULL);
 	srn_list_init(&qp->ctx_link);
@@ -342,7 +343,7 @@ static void srn_qp_reset(struct srn_qp *qp)
 		atomic_fetch_sub_explicit(&qp->ctx->nstalled, 1,
 					  memory_order_relaxed);
 	qp->stall = SRN_STALL_NONE;
-	qp->sq.prod = qp->sq.cons = 0;
+	qp->sq.prod = qp->sq.sent = qp->sq.cons = 0;
 	if (!qp->srq) {
 		uint64_t p = __atomic_load_n(&qp->shm->rq.prod,
 					     __ATOMIC_RELAXED);
@@ -461,7 +462,9 @@ static int srn_sq_push(struct srn_qp *qp, const struct ibv_send_wr *wr)
 	if (!op || wr->num_sge < 0 ||
 	    (uint32_t)wr->num_sge > qp->cap.max_send_sge)
 		return EINVAL;
-	if (sq->prod - sq->cons >= sq->max_wr)
+	/* acquire: pairs with the release in srn_req_complete */
+	if (sq->prod - __atomic_load_n(&sq->cons, __ATOMIC_ACQUIRE) >=
+	    sq->max_wr)
 		return ENOMEM;
 	for (int i = 0; i < wr->num_sge; i++)
 		total += wr->sg_list[i].length;

@@ -11,6 +11,8 @@
  * retry_cnt/timeout; when they run out the WQE completes with
  * RNR_RETRY_EXC_ERR or RETRY_EXC_ERR and the QP moves to ERR.
  */
+#include <errno.h>
+
 #include "srn.h"
 #include "transport.h"
 
@@ -38,7 +40,7 @@ uint64_t srn_ack_timeout_ns(uint8_t timeout)
 	return timeout ? 4096ull << (timeout & 31) : 0;
 }
 
-static struct srn_swqe *srn_sq_wqe(struct srn_qp *qp, uint64_t i)
+struct srn_swqe *srn_sq_wqe(struct srn_qp *qp, uint64_t i)
 {
 	return (struct srn_swqe *)(qp->sq.buf +
 				   (i & (qp->sq.size - 1)) * qp->sq.stride);
@@ -107,28 +109,94 @@ static bool srn_wqe_signaled(const struct srn_qp *qp, const struct srn_swqe *w)
 	return qp->sq_sig_all || (w->send_flags & IBV_SEND_SIGNALED);
 }
 
-/* Executes the head WQE; false when the queue must stop (stalled). */
+/*
+ * Completes, in order, the executed WQEs whose outcome is known: a CQE for
+ * each signaled or failed one. Any thread; takes comp_lock.
+ */
+/* A synchronous transport completes only under sq_lock: no other lock. */
+static bool srn_comp_lock(struct srn_qp *qp)
+{
+	bool async = qp->tops && qp->tops->async;
+
+	if (async)
+		srn_lock(&qp->comp_lock);
+	return async;
+}
+
+static void srn_comp_unlock(struct srn_qp *qp, bool locked)
+{
+	if (locked)
+		srn_unlock(&qp->comp_lock);
+}
+
+void srn_req_complete(struct srn_qp *qp)
+{
+	struct srn_sq *sq = &qp->sq;
+	bool locked = srn_comp_lock(qp);
+
+	while (sq->cons != __atomic_load_n(&sq->sent, __ATOMIC_ACQUIRE)) {
+		struct srn_swqe *w = srn_sq_wqe(qp, sq->cons);
+
+		if (!w->done)
+			break;
+		if (w->status != IBV_WC_SUCCESS || srn_wqe_signaled(qp, w))
+			srn_comp_send(qp, w, w->status);
+		/* release: pairs with the acquire in srn_sq_push */
+		__atomic_store_n(&sq->cons, sq->cons + 1, __ATOMIC_RELEASE);
+	}
+	srn_comp_unlock(qp, locked);
+}
+
+/* ERR: every WQE not done yet, in flight or waiting, is flushed. */
+static void srn_req_flush(struct srn_qp *qp)
+{
+	struct srn_sq *sq = &qp->sq;
+	bool locked = srn_comp_lock(qp);
+
+	for (uint64_t i = sq->cons; i != sq->prod; i++) {
+		struct srn_swqe *w = srn_sq_wqe(qp, i);
+
+		if (i >= sq->sent || !w->done) {
+			w->status = IBV_WC_WR_FLUSH_ERR;
+			w->done = 1;
+		}
+	}
+	__atomic_store_n(&sq->sent, sq->prod, __ATOMIC_RELEASE);
+	srn_comp_unlock(qp, locked);
+	srn_req_complete(qp);
+}
+
+/* Records the outcome of the WQE at sent and moves past it. */
+static void srn_req_executed(struct srn_qp *qp, struct srn_swqe *w,
+			     bool in_flight, enum ibv_wc_status status)
+{
+	bool locked = srn_comp_lock(qp);
+
+	w->status = status;
+	w->done = !in_flight;
+	/* release: pairs with the acquire in srn_req_complete and in the
+	 * transports' response handlers */
+	__atomic_store_n(&qp->sq.sent, qp->sq.sent + 1, __ATOMIC_RELEASE);
+	srn_comp_unlock(qp, locked);
+}
+
+/* Executes the WQE at sent; false when the queue must stop (stalled). */
 static bool srn_req_step(struct srn_qp *qp, struct srn_swqe *w)
 {
 	enum ibv_wc_status status = IBV_WC_SUCCESS;
 	enum srn_stall why = SRN_STALL_NONE;
+	int rc = qp->tops->execute(qp, w, &status, &why);
 
-	if (srn_qp_state(qp) == IBV_QPS_ERR || !qp->tops) {
-		srn_comp_send(qp, w, IBV_WC_WR_FLUSH_ERR);
-		return true;
-	}
-	if (qp->tops->execute(qp, w, &status, &why) == -EAGAIN &&
-	    !srn_req_stall(qp, why, &status))
+	if (rc == -EAGAIN && !srn_req_stall(qp, why, &status))
 		return false;
 	srn_req_unstall(qp);
+	srn_req_executed(qp, w, rc == -EINPROGRESS, status);
 	if (status != IBV_WC_SUCCESS) {
 		srn_dbg("QP 0x%06x wr_id %llu failed: %s",
 			qp->ibqpx.qp_base.qp_num, (unsigned long long)w->wr_id,
 			ibv_wc_status_str(status));
-		srn_comp_send(qp, w, status);
+		srn_req_complete(qp);
 		srn_qp_error(qp);
-	} else if (srn_wqe_signaled(qp, w)) {
-		srn_comp_send(qp, w, IBV_WC_SUCCESS);
 	}
 	return true;
 }
@@ -142,11 +210,16 @@ void srn_req_run(struct srn_qp *qp)
 					      memory_order_relaxed)) &&
 	    atomic_exchange_explicit(&qp->pending_err, 0, memory_order_acq_rel))
 		srn_qp_error(qp);
-	while (sq->cons != sq->prod) {
-		if (!srn_req_step(qp, srn_sq_wqe(qp, sq->cons)))
+	while (sq->sent != sq->prod) {
+		if (srn_qp_state(qp) == IBV_QPS_ERR || !qp->tops)
+			break;
+		if (!srn_req_step(qp, srn_sq_wqe(qp, sq->sent)))
 			return;
-		sq->cons++;
 	}
+	if (srn_qp_state(qp) == IBV_QPS_ERR)
+		srn_req_flush(qp);
+	else
+		srn_req_complete(qp);
 	srn_req_unstall(qp);
 }
 

@@ -348,15 +348,27 @@ struct srn_swqe {
 	uint64_t compare_add;
 	uint64_t swap;
 	uint64_t total_len;
+	uint32_t psn; /* on the wire (TCP) */
+	uint8_t done; /* under comp_lock: status is final */
+	uint8_t status; /* enum ibv_wc_status */
+	uint8_t rsvd[2];
 	struct ibv_sge sge[]; /* max_sge; inline data follows */
 };
 
+/*
+ * The send queue: [cons, sent) are executed (done, or in flight on a
+ * transport that answers later), [sent, prod) wait to be executed.
+ * prod and sent belong to the requester (sq_lock); cons to the completer
+ * (comp_lock), which publishes it with release for the fullness check.
+ */
 struct srn_sq {
 	uint8_t *buf;
 	uint32_t size; /* power of two */
 	uint32_t stride;
 	uint32_t max_wr;
-	uint64_t prod, cons;
+	uint64_t prod;
+	uint64_t sent; /* written under sq_lock and comp_lock */
+	uint64_t cons;
 };
 
 enum srn_stall {
@@ -377,6 +389,7 @@ struct srn_qp {
 	struct srn_srq *srq;
 	struct srn_lock sq_lock; /* the requester; taken before rq_lock */
 	struct srn_lock rq_lock;
+	struct srn_lock comp_lock; /* the completer; after the others */
 	struct ibv_qp_cap cap;
 	bool sq_sig_all;
 	/* attributes (written by modify_qp under both locks) */
@@ -425,6 +438,8 @@ int srn_qp_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 
 /* ---- requester.c / completer.c ---- */
 void srn_req_run(struct srn_qp *qp);
+void srn_req_complete(struct srn_qp *qp);
+struct srn_swqe *srn_sq_wqe(struct srn_qp *qp, uint64_t i);
 unsigned srn_req_retry_stalled(struct srn_context *ctx);
 void srn_qp_async_error(struct srn_qp *qp);
 void srn_comp_send(struct srn_qp *qp, const struct srn_swqe *wqe,

@@ -14,6 +14,9 @@
 
 struct srn_transport_ops {
 	const char *name;
+	/* WQEs may complete later, from another thread (execute returns
+	 * -EINPROGRESS): the completer then needs its own lock */
+	bool async;
 	/* INIT->RTR: attach to the peer QP (dest GID, QPN). 0 or -errno. */
 	int (*connect)(struct srn_qp *qp, const struct ibv_qp_attr *attr);
 	/* Detach; called with sq_lock held. Idempotent. */
