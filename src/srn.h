@@ -436,6 +436,13 @@ int srn_qp_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 int srn_qp_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 		     struct ibv_recv_wr **bad_wr);
 
+/* ---- sge.c ---- */
+struct iovec;
+int srn_local_iov(struct srn_qp *qp, const struct srn_swqe *w, unsigned need,
+		  struct iovec *iov, unsigned *n_p);
+void srn_iov_copy(const struct iovec *dst, unsigned nd,
+		  const struct iovec *src, unsigned ns);
+
 /* ---- requester.c / completer.c ---- */
 void srn_req_run(struct srn_qp *qp);
 void srn_req_complete(struct srn_qp *qp);

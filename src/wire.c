@@ -77,23 +77,28 @@ void srn_wire_rx_init(struct srn_wire_rx *rx, bool requests)
 	rx->requests = requests;
 }
 
-/* A complete header: check it, its sequence number, and ask the sink
- * where its payload goes. */
+/* A complete header: check it and its sequence number (once), then ask
+ * the sink where its payload goes (again after a pause). */
 static int srn_wire_rx_hdr(struct srn_wire_rx *rx, const struct srn_wire_sink *s,
 			   void *ctx)
 {
-	int64_t len = srn_wire_hdr_check(&rx->hdr, rx->requests);
+	int64_t len;
 	int err;
 
-	if (len < 0)
-		return (int)len;
-	if (rx->requests && rx->hdr.opcode != SRN_WOP_BYE &&
-	    rx->hdr.opcode != SRN_WOP_HELLO) {
-		if (rx->hdr.psn != rx->next_psn)
-			return -EPROTO; /* lost or reordered: TCP forbids */
-		rx->next_psn++;
+	if (!rx->hdr_checked) {
+		len = srn_wire_hdr_check(&rx->hdr, rx->requests);
+		if (len < 0)
+			return (int)len;
+		if (rx->requests && rx->hdr.opcode != SRN_WOP_BYE &&
+		    rx->hdr.opcode != SRN_WOP_HELLO) {
+			if (rx->hdr.psn != rx->next_psn)
+				return -EPROTO; /* TCP neither loses nor
+						 * reorders */
+			rx->next_psn++;
+		}
+		rx->hdr_checked = true;
+		rx->payload_left = (uint64_t)len;
 	}
-	rx->payload_left = (uint64_t)len;
 	rx->niov = 0;
 	rx->iov_idx = 0;
 	rx->iov_off = 0;
@@ -102,6 +107,7 @@ static int srn_wire_rx_hdr(struct srn_wire_rx *rx, const struct srn_wire_sink *s
 		return err;
 	if (rx->niov > SRN_WIRE_MAX_IOV)
 		return -EINVAL;
+	rx->sink_ready = true;
 	return 0;
 }
 
@@ -134,6 +140,8 @@ static int srn_wire_rx_done(struct srn_wire_rx *rx,
 			    const struct srn_wire_sink *s, void *ctx)
 {
 	rx->hdr_have = 0;
+	rx->hdr_checked = false;
+	rx->sink_ready = false;
 	return s->on_msg(ctx, &rx->hdr);
 }
 
@@ -159,6 +167,10 @@ ssize_t srn_wire_feed(struct srn_wire_rx *rx, const uint8_t *buf, size_t n,
 			used += k;
 			if (rx->hdr_have < sizeof(rx->hdr))
 				break;
+			err = srn_wire_rx_hdr(rx, s, ctx);
+			if (err)
+				return err;
+		} else if (!rx->sink_ready) {
 			err = srn_wire_rx_hdr(rx, s, ctx);
 			if (err)
 				return err;
@@ -198,8 +210,9 @@ static ssize_t srn_wire_recv_payload(struct srn_wire_rx *rx, int fd)
 
 /*
  * Reads what the socket has and runs the parser over it. Returns 0 when
- * the socket has nothing more for now (EAGAIN), -ECONNRESET at end of
- * stream, or another -errno on error.
+ * the socket has nothing more for now, -EAGAIN when the sink paused the
+ * parser (call again later), -ECONNRESET at end of stream, or another
+ * -errno on error.
  */
 int srn_wire_recv(struct srn_wire_rx *rx, int fd,
 		  const struct srn_wire_sink *s, void *ctx)
@@ -208,14 +221,25 @@ int srn_wire_recv(struct srn_wire_rx *rx, int fd,
 		ssize_t got;
 		int err;
 
+		if (rx->hdr_have == sizeof(rx->hdr) && !rx->sink_ready) {
+			err = srn_wire_rx_hdr(rx, s, ctx);
+			if (err)
+				return err;
+			if (!rx->payload_left &&
+			    (err = srn_wire_rx_done(rx, s, ctx)))
+				return err;
+			continue;
+		}
 		if (rx->hdr_have < sizeof(rx->hdr)) {
 			got = recv(fd, (uint8_t *)&rx->hdr + rx->hdr_have,
 				   sizeof(rx->hdr) - rx->hdr_have, MSG_DONTWAIT);
 			if (got > 0) {
 				rx->hdr_have += got;
-				if (rx->hdr_have == sizeof(rx->hdr) &&
-				    (err = srn_wire_rx_hdr(rx, s, ctx)))
-					return err;
+				if (rx->hdr_have == sizeof(rx->hdr)) {
+					err = srn_wire_rx_hdr(rx, s, ctx);
+					if (err)
+						return err;
+				}
 			}
 		} else {
 			got = srn_wire_recv_payload(rx, fd);

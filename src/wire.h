@@ -14,7 +14,9 @@
 /* Where a parsed message goes. on_hdr points the payload somewhere
  * (iov, *niov entries; beyond them it is discarded); on_msg runs once the
  * whole payload has arrived. Either returns 0 or -errno to drop the
- * connection. */
+ * connection; on_hdr may also return -EAGAIN: the parser then stops before
+ * the payload and asks again at the next call (srn_wire_recv returns
+ * -EAGAIN). */
 struct srn_wire_sink {
 	int (*on_hdr)(void *ctx, const struct srn_wire_hdr *h,
 		      struct iovec *iov, unsigned *niov);
@@ -31,6 +33,8 @@ struct srn_wire_rx {
 	struct iovec iov[SRN_WIRE_MAX_IOV];
 	unsigned niov, iov_idx;
 	size_t iov_off;
+	bool hdr_checked; /* checks passed, psn counted */
+	bool sink_ready; /* on_hdr accepted the header */
 };
 
 int64_t srn_wire_hdr_check(const struct srn_wire_hdr *h, bool requests);
