@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "shm_transport.h"
+#include "tcp.h"
 #include "transport.h"
 
 #define SRN_CTL_TIMEOUT_S 5
@@ -224,6 +225,7 @@ static void srn_ctl_on_conn(struct srn_pollable *pl, uint32_t events)
 		struct srn_ctl_hdr h;
 		struct srn_ctl_connect_req conn;
 		struct srn_ctl_mr_req mr;
+		struct srn_ctl_tcp_adopt adopt;
 	} m;
 	int fds[SRN_CTL_MAX_FDS];
 	unsigned nfds = SRN_CTL_MAX_FDS;
@@ -249,6 +251,14 @@ static void srn_ctl_on_conn(struct srn_pollable *pl, uint32_t events)
 		nfds = nfds == 1 ? 0 : nfds;
 	} else if (m.h.type == SRN_CTL_MR_REQ && n == sizeof(m.mr)) {
 		srn_ctl_on_mr_req(c, &m.mr);
+	} else if (m.h.type == SRN_CTL_TCP_ADOPT && n == sizeof(m.adopt) &&
+		   nfds == 1 &&
+		   m.adopt.dst_qpn == c->qp->ibqpx.qp_base.qp_num) {
+		struct srn_wire_hello hello;
+
+		memcpy(&hello, m.adopt.hello, sizeof(hello));
+		if (!srn_tcp_adopt(c->qp, fds[0], &hello))
+			nfds = 0; /* the responder owns the fd now */
 	} else if (m.h.type == SRN_CTL_BYE) {
 		c->bye = true;
 		srn_dbg("QP 0x%06x: BYE from QP 0x%06x", c->qp->ibqpx.qp_base.qp_num, c->src_qpn);
@@ -363,6 +373,8 @@ void srn_ctl_kick_peers(struct srn_qp *qp)
 		if (c->kick_fd >= 0)
 			srn_kick_fd(c->kick_fd);
 	}
+	if (!srn_list_empty(&qp->tcp_conns))
+		srn_progress_kick(); /* our own responder may be waiting */
 	pthread_mutex_unlock(&qp->conn_lock);
 }
 
@@ -509,4 +521,29 @@ int srn_ctl_connect(struct srn_peer *p, uint32_t dqpn)
 	snprintf(p->desc, sizeof(p->desc), "shm pid %d qpn 0x%06x",
 		 (int)p->pid, dqpn);
 	return 0;
+}
+
+/* Passes an accepted TCP connection to the process that owns QP qpn. */
+int srn_ctl_handoff(uint32_t qpn, int fd, const void *hello, size_t len)
+{
+	struct srn_ctl_tcp_adopt m = {
+		.hdr = { SRN_CTL_MAGIC, SRN_CTL_VERSION, SRN_CTL_TCP_ADOPT, 0,
+			 sizeof(m) },
+		.dst_qpn = qpn,
+	};
+	struct sockaddr_un sa;
+	socklen_t salen = srn_ctl_addr(&sa, qpn);
+	int s, err;
+
+	if (len != sizeof(m.hello))
+		return -EINVAL;
+	memcpy(m.hello, hello, len);
+	s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return -errno;
+	err = connect(s, (struct sockaddr *)&sa, salen) ? -errno : 0;
+	if (!err)
+		err = srn_ctl_sendmsg(s, &m, sizeof(m), &fd, 1);
+	close(s);
+	return err;
 }

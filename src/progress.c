@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "srn.h"
+#include "tcp.h"
 
 __thread bool srn_in_progress_thread;
 
@@ -109,6 +110,39 @@ int srn_progress_add(struct srn_pollable *p, uint32_t events)
 	}
 	srn_progress_unlock();
 	return err;
+}
+
+int srn_progress_mod(struct srn_pollable *p, uint32_t events)
+{
+	struct epoll_event ev = { .events = events, .data.ptr = p };
+
+	return epoll_ctl(srn_prog.epfd, EPOLL_CTL_MOD, p->fd, &ev) ? -errno : 0;
+}
+
+/* A QP of this process by number, or NULL. The caller holds the progress
+ * lock, which keeps the QP from being destroyed meanwhile. */
+struct srn_qp *srn_progress_find_qp(uint32_t qpn)
+{
+	struct srn_list *cpos, *ctmp, *pos, *tmp;
+	struct srn_qp *found = NULL;
+
+	pthread_mutex_lock(&srn_prog.ctxs_lock);
+	srn_list_for_each_safe(cpos, ctmp, &srn_prog.ctxs) {
+		struct srn_context *ctx =
+			srn_list_entry(cpos, struct srn_context, link);
+
+		pthread_mutex_lock(&ctx->lock);
+		srn_list_for_each_safe(pos, tmp, &ctx->qps) {
+			struct srn_qp *qp =
+				srn_list_entry(pos, struct srn_qp, ctx_link);
+
+			if (qp->ibqpx.qp_base.qp_num == qpn)
+				found = qp;
+		}
+		pthread_mutex_unlock(&ctx->lock);
+	}
+	pthread_mutex_unlock(&srn_prog.ctxs_lock);
+	return found;
 }
 
 /* Idempotent; once it returns, p's handler is not running and won't. */
@@ -200,6 +234,7 @@ static void srn_progress_on_kick(struct srn_pollable *p, uint32_t events)
 
 	if (read(p->fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 		srn_dbg("kick read: %m");
+	srn_tcp_resume_paused();
 	srn_prog.retry_pending = true;
 }
 
@@ -212,6 +247,7 @@ static void srn_progress_on_timer(struct srn_pollable *p, uint32_t events)
 	pthread_mutex_lock(&srn_prog.wake_lock);
 	srn_prog.next_wake_ns = 0;
 	pthread_mutex_unlock(&srn_prog.wake_lock);
+	srn_tcp_resume_paused(); /* RNR deadlines */
 	srn_prog.retry_pending = true;
 }
 
@@ -272,6 +308,7 @@ static int srn_progress_start(void)
 		return -errno;
 	srn_prog.stop = false;
 	srn_prog.next_wake_ns = 0;
+	srn_tcp_listen_start();
 	return -pthread_create(&srn_prog.thread, NULL, srn_progress_main, NULL);
 }
 
@@ -312,6 +349,7 @@ void srn_progress_put(void)
 		srn_progress_unlock();
 		srn_progress_kick();
 		pthread_join(srn_prog.thread, NULL);
+		srn_tcp_listen_stop();
 		srn_progress_del(&srn_prog.kick);
 		srn_progress_del(&srn_prog.timer);
 		srn_progress_close_fds();

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "srn.h"
+#include "tcp.h"
 #include "transport.h"
 
 static int srn_qp_check_cap(const struct ibv_qp_cap *cap, bool has_srq)
@@ -106,6 +107,8 @@ static struct srn_qp *srn_qp_alloc(struct srn_context *ctx,
 	srn_lock_init(&qp->rq_lock);
 	srn_lock_init(&qp->comp_lock);
 	srn_list_init(&qp->conns);
+	srn_list_init(&qp->tcp_conns);
+	qp->tcp_fd = -1;
 	pthread_mutex_init(&qp->conn_lock, NULL);
 	srn_list_init(&qp->ctx_link);
 	*err = srn_sq_init(qp);
@@ -238,6 +241,7 @@ SRN_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	struct srn_context *ctx = qp->ctx;
 
 	srn_ctl_unlisten(qp); /* peers see the hang-up */
+	srn_tcp_unlisten(qp);
 	/* unlink first: whoever still finds the QP holds ctx->lock or the
 	 * progress lock and takes sq_lock before they are dropped */
 	srn_progress_lock();
@@ -486,6 +490,8 @@ static int srn_sq_push(struct srn_qp *qp, const struct ibv_send_wr *wr)
 	w->imm_data = wr->imm_data;
 	w->total_len = total;
 	w->inline_len = 0;
+	w->done = 0;
+	w->status = IBV_WC_SUCCESS;
 	if (op->flags & SRN_OP_REMOTE_ATOMIC) {
 		w->remote_addr = wr->wr.atomic.remote_addr;
 		w->rkey = wr->wr.atomic.rkey;
@@ -507,7 +513,9 @@ static int srn_sq_push(struct srn_qp *qp, const struct ibv_send_wr *wr)
 	} else if (wr->num_sge) {
 		memcpy(w->sge, wr->sg_list, wr->num_sge * sizeof(w->sge[0]));
 	}
-	sq->prod++;
+	/* release: the WQE is complete before its position is (pairs with
+	 * the acquire in the TCP response handler) */
+	__atomic_store_n(&sq->prod, sq->prod + 1, __ATOMIC_RELEASE);
 	return 0;
 }
 

@@ -172,10 +172,12 @@ static void srn_req_executed(struct srn_qp *qp, struct srn_swqe *w,
 {
 	bool locked = srn_comp_lock(qp);
 
-	w->status = status;
-	w->done = !in_flight;
-	/* release: pairs with the acquire in srn_req_complete and in the
-	 * transports' response handlers */
+	/* an answer may already have marked an in-flight WQE done */
+	if (!in_flight) {
+		w->status = status;
+		w->done = 1;
+	}
+	/* release: pairs with the acquire in srn_req_complete */
 	__atomic_store_n(&qp->sq.sent, qp->sq.sent + 1, __ATOMIC_RELEASE);
 	srn_comp_unlock(qp, locked);
 }

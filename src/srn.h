@@ -411,8 +411,10 @@ struct srn_qp {
 	atomic_uint pending_err;
 	/* the QP's listening socket and accepted peer connections */
 	struct srn_pollable *listener;
-	pthread_mutex_t conn_lock; /* leaf lock: guards conns */
+	pthread_mutex_t conn_lock; /* leaf lock: guards conns, tcp_conns */
 	struct srn_list conns;
+	struct srn_list tcp_conns; /* peers' TCP connections to this QP */
+	int tcp_fd; /* our TCP connection to the peer (initiator), or -1 */
 };
 
 static inline struct srn_qp *to_sqp(struct ibv_qp *q)
@@ -482,5 +484,8 @@ void srn_progress_ctx_del(struct srn_context *ctx);
 void srn_kick_fd(int fd);
 void srn_progress_atfork_child(void);
 void srn_progress_request_retry(void);
+int srn_progress_mod(struct srn_pollable *p, uint32_t events);
+struct srn_qp *srn_progress_find_qp(uint32_t qpn);
+int srn_ctl_handoff(uint32_t qpn, int fd, const void *hello, size_t len);
 
 #endif /* SRN_H */

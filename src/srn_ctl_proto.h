@@ -33,7 +33,9 @@ enum srn_ctl_type {
 	SRN_CTL_MR_REQ = 3,
 	SRN_CTL_MR_REP = 4,
 	SRN_CTL_BYE = 5, /* orderly close: the QP is being destroyed */
+	SRN_CTL_TCP_ADOPT = 6, /* a TCP connection for this QP, + its fd */
 };
+
 
 struct srn_ctl_hdr {
 	uint32_t magic;
@@ -105,5 +107,14 @@ struct srn_ctl_mr_rep {
 };
 static_assert(sizeof(struct srn_ctl_mr_rep) == 64 + 24 * SRN_MR_MAX_CHUNKS,
 	      "mr rep size");
+
+/* fd 0: the accepted TCP socket; the HELLO it carried follows the header */
+struct srn_ctl_tcp_adopt {
+	struct srn_ctl_hdr hdr;
+	uint32_t dst_qpn;
+	uint32_t rsvd;
+	uint8_t hello[24]; /* struct srn_wire_hello */
+};
+static_assert(sizeof(struct srn_ctl_tcp_adopt) == 48, "adopt size");
 
 #endif /* SRN_CTL_PROTO_H */

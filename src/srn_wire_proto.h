@@ -39,7 +39,10 @@ extern const char *const srn_wire_op_names[];
 #define SRN_WF_IMM 0x1u /* aux carries immediate data (SEND, WRITE) */
 #define SRN_WF_SOLICITED 0x2u
 #define SRN_WF_CAS 0x4u /* ATOMIC: compare and swap, else fetch and add */
-#define SRN_WF_ALL 0x7u
+/* SEND, WRITE with IMM: the requester's rnr_retry (7 = forever) */
+#define SRN_WF_RNR_SHIFT 8
+#define SRN_WF_RNR_MASK 0x700u
+#define SRN_WF_ALL 0x707u
 
 /* ACK status (aux of SRN_WOP_ACK) */
 enum srn_wire_status {

@@ -32,6 +32,7 @@ struct srn_transport_ops {
 };
 
 extern const struct srn_transport_ops srn_shm_transport_ops;
+extern const struct srn_transport_ops srn_tcp_transport_ops;
 
 const struct srn_transport_ops *srn_transport_select(const union ibv_gid *dgid,
 						     int *err);

@@ -169,8 +169,8 @@ static int overflow_init(struct chan *c, void *arg)
 		CHECK(!post_send1(s.qp, IBV_WR_RDMA_WRITE, s.buf, 8, s.mr->lkey,
 				  p.addr, p.rkey, IBV_SEND_SIGNALED, i),
 		      "write");
-	CHECK(ibv_poll_cq(s.cq, 8, wc) == 2, "the CQ held its 2 entries");
 	CHECK(fd_readable(s.ctx->async_fd, T), "CQ error event");
+	CHECK(ibv_poll_cq(s.cq, 8, wc) == 2, "the CQ held its 2 entries");
 	CHECK(!ibv_get_async_event(s.ctx, &ev) &&
 		      ev.event_type == IBV_EVENT_CQ_ERR && ev.element.cq == s.cq,
 	      "IBV_EVENT_CQ_ERR");
