@@ -29,6 +29,11 @@
 # The library comes from $SOFTRNIC_LIB_DIR (default: <repo>/build/lib),
 # put first on LD_LIBRARY_PATH of both programs only.
 #
+# Two hosts: with SRN_PAIR_SERVER_NS / SRN_PAIR_CLIENT_NS (network
+# namespaces) and SRN_PAIR_SERVER_IP / SRN_PAIR_CLIENT_IP set, each side runs
+# in its namespace with SOFTRNIC_IP set to its address, and the client
+# connects to SRN_PAIR_SERVER_IP (tests/netns/ creates them).
+#
 # Exit: 0 pass, 1 fail, 2 usage, 77 skip (PROG is not installed).
 set -euo pipefail
 
@@ -93,6 +98,19 @@ if [ ! -e "$lib_dir/libibverbs.so.1" ]; then
 		"the programs will load the system library"
 fi
 run_env=("LD_LIBRARY_PATH=$lib_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+server_ip=${SRN_PAIR_SERVER_IP:-127.0.0.1}
+srv_pre=()
+cli_pre=()
+srv_env=()
+cli_env=()
+if [ -n "${SRN_PAIR_SERVER_NS:-}" ]; then
+	srv_pre=(ip netns exec "$SRN_PAIR_SERVER_NS")
+	srv_env=("SOFTRNIC_IP=$server_ip")
+fi
+if [ -n "${SRN_PAIR_CLIENT_NS:-}" ]; then
+	cli_pre=(ip netns exec "$SRN_PAIR_CLIENT_NS")
+	cli_env=("SOFTRNIC_IP=${SRN_PAIR_CLIENT_IP:?SRN_PAIR_CLIENT_IP}")
+fi
 
 is_perftest=0
 is_pingpong=0
@@ -150,7 +168,7 @@ show() {
 fail() {
 	echo "FAIL: $prog ${args[*]}: $*"
 	[ -f "$out/server" ] && show server
-	[ -f "$out/client" ] && show client 127.0.0.1
+	[ -f "$out/client" ] && show client "$server_ip"
 	exit 1
 }
 
@@ -166,7 +184,7 @@ pick_port() {
 	fi
 	for ((n = 0; n < 200; n++)); do
 		p=$((lo + (RANDOM * 32768 + RANDOM + $$) % (hi - lo + 1)))
-		if [ -z "$(ss -Htan "( sport = :$p or dport = :$p )" 2>/dev/null)" ]; then
+		if [ -z "$("${srv_pre[@]}" ss -Htan "( sport = :$p or dport = :$p )" 2>/dev/null)" ]; then
 			echo "$p"
 			return 0
 		fi
@@ -175,15 +193,15 @@ pick_port() {
 }
 
 listening() {
-	[ -n "$(ss -Hltn "sport = :$1" 2>/dev/null)" ]
+	[ -n "$("${srv_pre[@]}" ss -Hltn "sport = :$1" 2>/dev/null)" ]
 }
 
 # Starts the server and waits until it listens. Returns 1 if the port was
 # taken under our feet (the caller tries another), exits on other failures.
 start_server() {
 	: >"$out/server"
-	"${setsid[@]}" env "${run_env[@]}" "$prog" "${args[@]}" -p "$port" \
-		</dev/null >"$out/server" 2>&1 &
+	"${setsid[@]}" "${srv_pre[@]}" env "${run_env[@]}" "${srv_env[@]}" \
+		"$prog" "${args[@]}" -p "$port" </dev/null >"$out/server" 2>&1 &
 	spid=$!
 	while ! listening "$port"; do
 		if ! kill -0 "$spid" 2>/dev/null; then
@@ -215,8 +233,8 @@ for ((attempt = 0; attempt < 5; attempt++)); do
 done
 [ $started = 1 ] || fail "could not bind a TCP port for the server"
 
-"${setsid[@]}" env "${run_env[@]}" "$prog" "${args[@]}" -p "$port" 127.0.0.1 \
-	</dev/null >"$out/client" 2>&1 &
+"${setsid[@]}" "${cli_pre[@]}" env "${run_env[@]}" "${cli_env[@]}" \
+	"$prog" "${args[@]}" -p "$port" "$server_ip" </dev/null >"$out/client" 2>&1 &
 cpid=$!
 
 # Waits for both; once one fails the other gets a 5 s grace period.
@@ -303,6 +321,6 @@ if [ ${#problems[@]} -gt 0 ]; then
 	fail "${#problems[@]} problem(s)"
 fi
 case "$show_which" in both | server) show server ;; esac
-case "$show_which" in both | client) show client 127.0.0.1 ;; esac
+case "$show_which" in both | client) show client "$server_ip" ;; esac
 echo "PASS: $prog ${args[*]}"
 exit 0
