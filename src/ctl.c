@@ -217,6 +217,29 @@ static void srn_ctl_on_mr_req(struct srn_ctl_conn *c,
 		close(fds[i]);
 }
 
+static void srn_ctl_on_stat(struct srn_ctl_conn *c)
+{
+	struct srn_qp *qp = c->qp;
+	struct srn_ctl_stat_rep r = {
+		.hdr = { SRN_CTL_MAGIC, SRN_CTL_VERSION, SRN_CTL_STAT_REP, 0,
+			 sizeof(r) },
+		.qpn = qp->ibqpx.qp_base.qp_num,
+		.pid = (uint32_t)srn_pid,
+		.state = srn_qp_state(qp),
+		.dest_qpn = __atomic_load_n(&qp->shm->dest_qpn,
+					    __ATOMIC_ACQUIRE),
+	};
+	/* tops and tpriv change under sq_lock; the progress lock we hold
+	 * keeps a connection from being freed meanwhile */
+	const struct srn_transport_ops *t = qp->tops;
+
+	if (t) {
+		snprintf(r.transport, sizeof(r.transport), "%s", t->name);
+		snprintf(r.desc, sizeof(r.desc), "%s", t->describe(qp));
+	}
+	srn_ctl_sendmsg(c->pl.fd, &r, sizeof(r), NULL, 0);
+}
+
 /* Progress thread: a request, or the initiator went away. */
 static void srn_ctl_on_conn(struct srn_pollable *pl, uint32_t events)
 {
@@ -259,6 +282,8 @@ static void srn_ctl_on_conn(struct srn_pollable *pl, uint32_t events)
 		memcpy(&hello, m.adopt.hello, sizeof(hello));
 		if (!srn_tcp_adopt(c->qp, fds[0], &hello))
 			nfds = 0; /* the responder owns the fd now */
+	} else if (m.h.type == SRN_CTL_STAT_REQ && n == sizeof(m.h)) {
+		srn_ctl_on_stat(c);
 	} else if (m.h.type == SRN_CTL_BYE) {
 		c->bye = true;
 		srn_dbg("QP 0x%06x: BYE from QP 0x%06x", c->qp->ibqpx.qp_base.qp_num, c->src_qpn);

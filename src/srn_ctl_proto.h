@@ -34,6 +34,8 @@ enum srn_ctl_type {
 	SRN_CTL_MR_REP = 4,
 	SRN_CTL_BYE = 5, /* orderly close: the QP is being destroyed */
 	SRN_CTL_TCP_ADOPT = 6, /* a TCP connection for this QP, + its fd */
+	SRN_CTL_STAT_REQ = 7, /* softrnic stat: how is this QP connected? */
+	SRN_CTL_STAT_REP = 8,
 };
 
 
@@ -116,5 +118,17 @@ struct srn_ctl_tcp_adopt {
 	uint8_t hello[24]; /* struct srn_wire_hello */
 };
 static_assert(sizeof(struct srn_ctl_tcp_adopt) == 48, "adopt size");
+
+/* The answer to SRN_CTL_STAT_REQ (a bare header). */
+struct srn_ctl_stat_rep {
+	struct srn_ctl_hdr hdr;
+	uint32_t qpn;
+	uint32_t pid;
+	uint32_t state; /* enum ibv_qp_state */
+	uint32_t dest_qpn;
+	char transport[8]; /* "shm", "tcp" or "" */
+	char desc[64]; /* the transport's description of the peer */
+};
+static_assert(sizeof(struct srn_ctl_stat_rep) == 104, "stat rep size");
 
 #endif /* SRN_CTL_PROTO_H */

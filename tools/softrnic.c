@@ -20,7 +20,12 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char *const srn_cmd_names[] = { "exec", "devinfo", NULL };
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include "srn_ctl_proto.h"
+
+static const char *const srn_cmd_names[] = { "exec", "devinfo", "stat", NULL };
 
 static int lib_dir(char *buf, size_t len)
 {
@@ -47,6 +52,8 @@ static void usage(FILE *f)
 		"  exec -- CMD [ARGS...]  run CMD with softrnic's libibverbs.so.1 "
 		"first on the library path\n"
 		"  devinfo                show softrnic0 (device, port, GID)\n"
+		"  stat                   list the QPs on this host and the "
+		"path each uses\n"
 		"  --help                 this text; COMMAND --help for one "
 		"command\n"
 		"environment: SOFTRNIC_LIB_DIR, SOFTRNIC_IP, SOFTRNIC_LOG, "
@@ -147,8 +154,9 @@ static void print_device(struct verbs_api *a, struct ibv_context *ctx)
 	       p.link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "IB",
 	       128 << p.active_mtu);
 	printf("GID[0]:        %s (RoCE v2)\n", ip);
-	printf("paths:         same host: shared memory; other hosts: not "
-	       "in this build\n");
+	printf("paths:         same host: shared memory; other hosts: TCP "
+	       "(port %s); SOFTRNIC_TRANSPORT forces one\n",
+	       getenv("SOFTRNIC_PORT") ? getenv("SOFTRNIC_PORT") : "4791");
 }
 
 static int cmd_devinfo(int argc, char **argv)
@@ -181,6 +189,75 @@ static int cmd_devinfo(int argc, char **argv)
 	return 0;
 }
 
+static const char *const srn_state_names[] = { "RESET", "INIT", "RTR",
+						 "RTS",	  "SQD",  "SQE",
+						 "ERR" };
+
+/* Asks the owner of QP qpn (its abstract control socket) how it is
+ * connected; prints one line. */
+static int stat_one(unsigned qpn)
+{
+	struct srn_ctl_hdr req = { SRN_CTL_MAGIC, SRN_CTL_VERSION,
+				   SRN_CTL_STAT_REQ, 0, sizeof(req) };
+	struct srn_ctl_stat_rep r;
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct timeval tv = { 2, 0 };
+	int fd, n, len;
+
+	len = snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1,
+		       SRN_CTL_SOCK_FMT, qpn);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (connect(fd, (struct sockaddr *)&sa,
+		    offsetof(struct sockaddr_un, sun_path) + 1 + len) ||
+	    send(fd, &req, sizeof(req), MSG_NOSIGNAL) != sizeof(req) ||
+	    (n = recv(fd, &r, sizeof(r), 0)) != sizeof(r) ||
+	    r.hdr.magic != SRN_CTL_MAGIC || r.hdr.type != SRN_CTL_STAT_REP) {
+		close(fd);
+		return -1;
+	}
+	close(fd);
+	r.transport[sizeof(r.transport) - 1] = 0;
+	r.desc[sizeof(r.desc) - 1] = 0;
+	printf("0x%06x  %7u  %-5s  %-4s  %s\n", r.qpn, r.pid,
+	       r.state < 7 ? srn_state_names[r.state] : "?",
+	       r.transport[0] ? r.transport : "-",
+	       r.transport[0] ? r.desc : "(not connected)");
+	return 0;
+}
+
+static int cmd_stat(int argc, char **argv)
+{
+	FILE *f = fopen("/proc/net/unix", "r");
+	char line[512];
+	unsigned qpn, n = 0;
+
+	if (argc > 1 && !strcmp(argv[1], "--help")) {
+		printf("usage: softrnic stat\nLists every softrnic QP of this "
+		       "host (network namespace): owner pid, state, and the "
+		       "path to its peer (shm or tcp).\n");
+		return 0;
+	}
+	if (!f) {
+		perror("softrnic stat: /proc/net/unix");
+		return 1;
+	}
+	printf("QPN       pid      state  path  peer\n");
+	while (fgets(line, sizeof(line), f)) {
+		char *p = strstr(line, "@softrnic/qp/");
+
+		/* listening sockets only: state 01 (unconnected) */
+		if (p && sscanf(p, "@softrnic/qp/%x", &qpn) == 1 &&
+		    strstr(line, " 00010000 0005 01 ") && !stat_one(qpn))
+			n++;
+	}
+	fclose(f);
+	printf("%u QP%s\n", n, n == 1 ? "" : "s");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
@@ -191,6 +268,8 @@ int main(int argc, char **argv)
 		return cmd_exec(argc - 1, argv + 1);
 	if (!strcmp(argv[1], srn_cmd_names[1]))
 		return cmd_devinfo(argc - 1, argv + 1);
+	if (!strcmp(argv[1], srn_cmd_names[2]))
+		return cmd_stat(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "--version")) {
 		printf("softrnic %s\n", SRN_VERSION);
 		return 0;
