@@ -169,6 +169,12 @@ int srn_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc)
 		srn_req_retry_stalled(cq->ctx);
 		n = srn_cq_drain(cq, ne, wc);
 	}
+	if (n == 0 &&
+	    atomic_load_explicit(&srn_tcp_active, memory_order_relaxed)) {
+		/* busy polling: receive what the sockets have ourselves */
+		srn_progress_poll_once();
+		n = srn_cq_drain(cq, ne, wc);
+	}
 	if (srn_unlikely(__atomic_load_n(&cq->shm->overflow, __ATOMIC_RELAXED)))
 		srn_cq_check_overflow(cq);
 	return n;

@@ -28,6 +28,9 @@
 #include "tcp.h"
 
 __thread bool srn_in_progress_thread;
+atomic_uint srn_tcp_active; /* open TCP connections of this process */
+
+static bool srn_progress_live(const struct srn_pollable *p);
 
 static struct {
 	pthread_mutex_t lock; /* recursive: the progress lock */
@@ -217,6 +220,34 @@ static void srn_progress_retry_all(void)
 	pthread_mutex_unlock(&srn_prog.ctxs_lock);
 	if (busy) /* somebody held a QP: look again soon */
 		srn_progress_wake_at(srn_now_ns() + 1000000);
+}
+
+/*
+ * From an application thread polling an empty CQ while TCP connections are
+ * open: run the handlers of whatever the sockets have now, here, instead of
+ * waiting for the progress thread to wake up (tens of microseconds). One
+ * non-blocking epoll_wait; skipped when the progress thread is busy.
+ */
+void srn_progress_poll_once(void)
+{
+	struct epoll_event ev[8];
+	bool retry;
+	int n;
+
+	if (pthread_mutex_trylock(&srn_prog.lock))
+		return;
+	n = srn_prog.epfd >= 0 ? epoll_wait(srn_prog.epfd, ev, 8, 0) : 0;
+	for (int i = 0; i < n; i++) {
+		struct srn_pollable *p = ev[i].data.ptr;
+
+		if (p != &srn_prog.kick && p != &srn_prog.timer &&
+		    srn_progress_live(p))
+			p->fn(p, ev[i].events);
+	}
+	retry = srn_prog.retry_pending;
+	pthread_mutex_unlock(&srn_prog.lock);
+	if (retry)
+		srn_progress_kick(); /* the progress thread does those */
 }
 
 /* From a handler: have srn_progress_retry_all run once the handler is

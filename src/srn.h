@@ -484,6 +484,8 @@ void srn_progress_ctx_del(struct srn_context *ctx);
 void srn_kick_fd(int fd);
 void srn_progress_atfork_child(void);
 void srn_progress_request_retry(void);
+void srn_progress_poll_once(void);
+extern atomic_uint srn_tcp_active;
 int srn_progress_mod(struct srn_pollable *p, uint32_t events);
 struct srn_qp *srn_progress_find_qp(uint32_t qpn);
 int srn_ctl_handoff(uint32_t qpn, int fd, const void *hello, size_t len);

@@ -346,6 +346,7 @@ static void srn_tcp_resp_free(struct srn_tcp_resp *c)
 	}
 	if (c->pl.fd >= 0)
 		close(c->pl.fd);
+	atomic_fetch_sub_explicit(&srn_tcp_active, 1, memory_order_relaxed);
 	free(c);
 }
 
@@ -396,6 +397,7 @@ static struct srn_tcp_resp *srn_tcp_resp_new(int fd)
 
 	if (!c)
 		return NULL;
+	atomic_fetch_add_explicit(&srn_tcp_active, 1, memory_order_relaxed);
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	c->pl.fd = fd;
 	c->pl.fn = srn_tcp_on_request;
@@ -479,10 +481,12 @@ static void srn_tcp_on_accept(struct srn_pollable *pl, uint32_t events)
 	if (fd < 0)
 		return;
 	c = srn_tcp_resp_new(fd);
-	if (!c || srn_progress_add(&c->pl, EPOLLIN | EPOLLRDHUP)) {
+	if (!c) {
 		close(fd);
-		free(c);
+		return;
 	}
+	if (srn_progress_add(&c->pl, EPOLLIN | EPOLLRDHUP))
+		srn_tcp_resp_free(c);
 }
 
 /* With the progress thread: listen on the host-wide port. Failure is not

@@ -354,8 +354,10 @@ static int srn_tcp_connect(struct srn_qp *qp, const struct ibv_qp_attr *attr)
 		qp->tpriv = NULL;
 		close(fd);
 		free(p);
+		return err;
 	}
-	return err;
+	atomic_fetch_add_explicit(&srn_tcp_active, 1, memory_order_relaxed);
+	return 0;
 }
 
 static void srn_tcp_disconnect(struct srn_qp *qp)
@@ -372,6 +374,7 @@ static void srn_tcp_disconnect(struct srn_qp *qp)
 	free(p);
 	qp->tpriv = NULL;
 	qp->tcp_fd = -1;
+	atomic_fetch_sub_explicit(&srn_tcp_active, 1, memory_order_relaxed);
 }
 
 static const char *srn_tcp_describe(struct srn_qp *qp)

@@ -63,7 +63,8 @@ static size_t put(uint8_t *buf, uint8_t op, uint32_t psn, const void *p,
 				  psn, len, 0, 0, 0 };
 
 	memcpy(buf, &h, sizeof(h));
-	memcpy(buf + sizeof(h), p, len);
+	if (len)
+		memcpy(buf + sizeof(h), p, len);
 	return sizeof(h) + len;
 }
 
