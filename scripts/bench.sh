@@ -4,6 +4,8 @@
 # unmodified perftest over softrnic, UCX (posix shared memory) and
 # libfabric's shm provider; repeats everything R times interleaved (the
 # machine is noisy) and writes the medians and ratios to docs/BENCHMARKS.md.
+# As root it then does the same across two network namespaces over TCP
+# (scripts/bench-tcp.sh; SOFTRNIC_BENCH_TCP=0 skips it).
 #   scripts/bench.sh [REPEATS]        (default 5)
 # Processes are pinned: server/target on CPU 0, client/initiator on CPU 1.
 set -euo pipefail
@@ -165,6 +167,10 @@ FIL=$(us2ns "$(med fi_lat)")
 	done
 	echo '```'
 } >"$out/md"
+# across hosts (two network namespaces), when root
+if [ "$(id -u)" = 0 ] && [ "${SOFTRNIC_BENCH_TCP:-1}" = 1 ]; then
+	./scripts/bench-tcp.sh "$R" >>"$out/md" || echo "(TCP phase failed)" >>"$out/md"
+fi
 # the analysis of the figures, kept by hand in step with them
 [ -f docs/bench-analysis.md ] && cat docs/bench-analysis.md >>"$out/md"
 cp "$out/md" docs/BENCHMARKS.md

@@ -16,6 +16,7 @@ pkgs=(
 	iproute2 procps bc               # ss (run_pair.sh), ps, bc (kill_pair.sh)
 	ucx-utils libfabric-bin          # ucx_perftest, fi_* (benchmarks)
 	clang libclang-rt-14-dev         # libFuzzer (wire parser)
+	iperf3                           # the TCP limit (bench-tcp.sh)
 	"$@"
 )
 

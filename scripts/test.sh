@@ -15,7 +15,7 @@ if [ "${SOFTRNIC_SKIP_SANITIZERS:-0}" != 1 ]; then
 		ctest --output-on-failure -L 'unit|func' --timeout 300)
 	# TSan over the concurrency tests.
 	./scripts/build.sh build-tsan -DSRN_SANITIZE=thread
-	(cd build-tsan && TSAN_OPTIONS=halt_on_error=1 \
+	(cd build-tsan && TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/../tests/tsan.supp" \
 		ctest --output-on-failure -L 'concurrency' --timeout 600)
 fi
 leaks=$(ls /dev/shm | grep -i -E 'srn|softrnic' || true)

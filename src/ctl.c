@@ -159,7 +159,10 @@ static void srn_ctl_on_connect(struct srn_ctl_conn *c,
 		srn_ctl_sendmsg(c->pl.fd, &rep, sizeof(rep), NULL, 0);
 		return;
 	}
+	/* kick_fd is read by srn_ctl_kick_peers under conn_lock */
+	pthread_mutex_lock(&qp->conn_lock);
 	c->kick_fd = fd;
+	pthread_mutex_unlock(&qp->conn_lock);
 	c->src_qpn = req->src_qpn;
 	c->connected = true;
 	fds[n++] = qp->seg.fd;
