@@ -10,6 +10,7 @@
 #include "wire.h"
 
 #define SRN_TCP_PORT_DEFAULT 4791
+#define SRN_TCP_USER_TIMEOUT_MS 5000 /* unacknowledged data: peer gone */
 
 /* How the other end went away. */
 #define SRN_TCP_ALIVE 0u

@@ -298,6 +298,7 @@ static int srn_tcp_dial(const union ibv_gid *dgid, uint32_t dqpn,
 	struct sockaddr_in sa = { .sin_family = AF_INET,
 				  .sin_port = htons(srn_tcp_port()) };
 	struct timeval tv = { 5, 0 };
+	unsigned user_timeout_ms = SRN_TCP_USER_TIMEOUT_MS;
 	int one = 1, fd, err;
 
 	memcpy(&sa.sin_addr.s_addr, dgid->raw + 12, 4);
@@ -305,6 +306,10 @@ static int srn_tcp_dial(const union ibv_gid *dgid, uint32_t dqpn,
 	if (fd < 0)
 		return -errno;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	/* a peer host that vanishes without a reset: data unacknowledged
+	 * for this long breaks the connection (then ERR, flush) */
+	setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms,
+		   sizeof(user_timeout_ms));
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)))
