@@ -273,6 +273,19 @@ int post_recv1(struct ibv_qp *qp, void *addr, uint32_t len, uint32_t lkey,
 	return ibv_post_recv(qp, &wr, &bad);
 }
 
+int role_idle(struct chan *c, void *arg)
+{
+	struct side_opts o;
+	struct side s;
+	struct peer_info p;
+
+	side_opts_default(&o);
+	REQUIRE(!side_pair(&s, &o, c, &p), "setup");
+	chan_barrier(c);
+	side_close(&s);
+	return t_failures;
+}
+
 struct role_run {
 	role_fn *fn;
 	void *arg;

@@ -100,6 +100,9 @@ int post_recv1(struct ibv_qp *qp, void *addr, uint32_t len, uint32_t lkey,
 	       uint64_t wr_id);
 
 typedef int role_fn(struct chan *c, void *arg);
+/* A peer that connects with the default options, waits for one barrier
+ * (the other role is done) and closes. */
+int role_idle(struct chan *c, void *arg);
 /* Runs a (initiator) and b (target); returns the total failures. */
 int run_roles(const char *name, role_fn *a, role_fn *b, void *arg,
 	      enum run_mode mode);

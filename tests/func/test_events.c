@@ -180,19 +180,6 @@ static int overflow_init(struct chan *c, void *arg)
 	return t_failures;
 }
 
-static int idle_target(struct chan *c, void *arg)
-{
-	struct side_opts o;
-	struct side s;
-	struct peer_info p;
-
-	side_opts_default(&o);
-	REQUIRE(!side_pair(&s, &o, c, &p), "setup");
-	chan_barrier(c);
-	side_close(&s);
-	return t_failures;
-}
-
 int main(int argc, char **argv)
 {
 	enum run_mode m = test_mode(argc, argv);
@@ -200,7 +187,7 @@ int main(int argc, char **argv)
 
 	RUN("cq_events+solicited", ev_init, ev_target, NULL, m, pass, fail);
 	RUN("srq_limit_event", srq_init, srq_target, NULL, m, pass, fail);
-	RUN("cq_overflow_event", overflow_init, idle_target, NULL, m, pass,
+	RUN("cq_overflow_event", overflow_init, role_idle, NULL, m, pass,
 	    fail);
 	return test_summary(pass, fail);
 }

@@ -141,19 +141,6 @@ static int objects(struct chan *c, void *arg)
 	return t_failures;
 }
 
-static int objects_peer(struct chan *c, void *arg)
-{
-	struct side_opts o;
-	struct side s;
-	struct peer_info p;
-
-	side_opts_default(&o);
-	REQUIRE(!side_pair(&s, &o, c, &p), "setup");
-	chan_barrier(c);
-	side_close(&s);
-	return t_failures;
-}
-
 /* ---- fork ---- */
 static int fork_init(struct chan *c, void *arg)
 {
@@ -230,7 +217,7 @@ int main(int argc, char **argv)
 
 	RUN("mr_iova+shared_map+stack", mem_init, mem_target, NULL, m, pass,
 	    fail);
-	RUN("err_reset_reuse+ah+gid", objects, objects_peer, NULL, m, pass,
+	RUN("err_reset_reuse+ah+gid", objects, role_idle, NULL, m, pass,
 	    fail);
 	RUN("fork_child_isolated", fork_init, fork_target, NULL, m, pass, fail);
 	return test_summary(pass, fail);
