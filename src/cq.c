@@ -154,6 +154,44 @@ static int srn_cq_drain(struct srn_cq *cq, int ne, struct ibv_wc *wc)
 	return n;
 }
 
+#define SRN_CQ_REPAIR_NS 50000000ull /* 50 ms */
+
+/* A peer process writing into this CQ died (progress thread). */
+void srn_cq_peer_died(struct srn_cq *cq)
+{
+	uint64_t zero = 0;
+
+	__atomic_compare_exchange_n(&cq->repair_after_ns, &zero,
+				    srn_now_ns() + SRN_CQ_REPAIR_NS, false,
+				    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+}
+
+/*
+ * After a peer died: a slot reserved (prod moved past it) but still empty
+ * long after the death was abandoned by the dead producer. Skip it, or
+ * every completion behind it, the flushes included, would stay invisible.
+ */
+static bool srn_cq_repair(struct srn_cq *cq)
+{
+	uint64_t after = __atomic_load_n(&cq->repair_after_ns, __ATOMIC_RELAXED);
+	bool skipped = false;
+
+	if (srn_likely(!after) || srn_now_ns() < after)
+		return false;
+	srn_lock(&cq->lock);
+	if (__atomic_load_n(&cq->shm->prod, __ATOMIC_ACQUIRE) > cq->cons &&
+	    __atomic_load_n(&cq->ring[cq->cons & cq->mask].owner_seq,
+			    __ATOMIC_ACQUIRE) != (uint32_t)(cq->cons + 1)) {
+		srn_warn("CQ %u: skipping a completion slot abandoned by a "
+			 "dead peer", cq->handle);
+		cq->cons++;
+		__atomic_store_n(&cq->shm->cons, cq->cons, __ATOMIC_RELEASE);
+		skipped = true;
+	}
+	srn_unlock(&cq->lock);
+	return skipped;
+}
+
 int srn_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc);
 int srn_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc)
 {
@@ -177,6 +215,8 @@ int srn_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc)
 	}
 	if (srn_unlikely(__atomic_load_n(&cq->shm->overflow, __ATOMIC_RELAXED)))
 		srn_cq_check_overflow(cq);
+	if (n == 0 && srn_cq_repair(cq))
+		n = srn_cq_drain(cq, ne, wc);
 	return n;
 }
 

@@ -204,9 +204,10 @@ static void srn_ctl_on_mr_req(struct srn_ctl_conn *c,
 	}
 	rep.access = ref.access;
 	rep.pd_handle = ref.pd_handle;
+	rep.owner_va = ref.va;
 	rep.iova = ref.iova;
 	rep.length = ref.length;
-	rep.page_off = ref.va - reg.span_start;
+	rep.page_off = reg.npieces ? ref.va - reg.span_start : 0;
 	rep.span_len = reg.span_len;
 	rep.nchunks = reg.npieces;
 	for (unsigned i = 0; i < reg.npieces; i++) {
@@ -263,6 +264,7 @@ static void srn_ctl_on_conn(struct srn_pollable *pl, uint32_t events)
 				srn_warn("QP 0x%06x: peer QP 0x%06x died",
 					 c->qp->ibqpx.qp_base.qp_num,
 					 c->src_qpn);
+				srn_cq_peer_died(c->qp->recv_cq);
 				srn_qp_async_error(c->qp);
 			}
 			srn_ctl_conn_close(c);

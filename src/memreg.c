@@ -16,8 +16,8 @@
  * Caveats (docs/architecture.md): writes by other threads to the same pages
  * during the remap are lost; neighbours in the same pages become shared
  * memory too; after fork() the child gets a private copy (atfork handler).
- * Stack memory is not remapped: such an MR works locally but peers cannot
- * reach it.
+ * Stack memory is not remapped: peers reach such an MR with
+ * process_vm_readv/writev instead (shm_transport.c).
  */
 #define _GNU_SOURCE
 #include <errno.h>

@@ -188,9 +188,9 @@ static int srn_mr_attach_memory(struct srn_mr *mr)
 		return srn_memreg_check(addr, mr->ibmr.length, false);
 	err = srn_memreg_get(&mr->reg, addr, mr->ibmr.length, need_write);
 	if (err == -EOPNOTSUPP) {
-		srn_warn("MR at %p: memory cannot be shared with peers "
-			 "(stack or unshareable mapping); local use only",
-			 mr->ibmr.addr);
+		srn_dbg("MR at %p: memory cannot be remapped (stack or "
+			"unshareable mapping): peers use process_vm_*",
+			mr->ibmr.addr);
 		return srn_memreg_check(addr, mr->ibmr.length, need_write);
 	}
 	mr->shared = !err;
@@ -307,7 +307,10 @@ int srn_mr_export(struct srn_context *ctx, uint32_t key,
 	if (!mr || srn_tpt_lookup(srn_ctx_tpt(ctx), key, ref)) {
 		err = -ENOENT;
 	} else if (!mr->shared) {
-		err = -EACCES;
+		/* memory we could not share: process_vm_* for peers that may
+		 * (nothing to send but the address), else refuse */
+		memset(reg_copy, 0, sizeof(*reg_copy));
+		err = (mr->access & SRN_ACCESS_SHARED) ? 0 : -EACCES;
 	} else {
 		*reg_copy = mr->reg;
 		for (unsigned i = 0; i < reg_copy->npieces; i++) {

@@ -28,12 +28,14 @@ static struct srn_rmr *srn_rmr_find(struct srn_peer *p,
 }
 
 /*
- * Resolves [addr, addr+len) under key at the target to a local pointer.
+ * Resolves [addr, addr+len) under key at the target to a pointer: local,
+ * or in the target process when *pvm_p (process_vm_readv/writev).
  * -EACCES when a check fails, -EAGAIN when the MR cannot be fetched from
  * this thread (retry later), other -errno when the target cannot be asked.
  */
-int srn_resp_mr(struct srn_peer *p, uint32_t key, uint64_t addr, uint64_t len,
-		unsigned need_access, uint8_t **ptr_p)
+int srn_resp_mr_any(struct srn_peer *p, uint32_t key, uint64_t addr,
+		    uint64_t len, unsigned need_access, uint8_t **ptr_p,
+		    bool *pvm_p)
 {
 	struct srn_key_ref ref;
 	enum srn_key_err ke;
@@ -57,7 +59,19 @@ int srn_resp_mr(struct srn_peer *p, uint32_t key, uint64_t addr, uint64_t len,
 			return -EACCES; /* re-registered meanwhile */
 	}
 	*ptr_p = m->base + (addr - ref.iova);
+	*pvm_p = m->pvm;
 	return 0;
+}
+
+/* The same, for users that need the memory mapped here (receive buffers,
+ * atomics): an MR only reachable with process_vm_* is refused. */
+int srn_resp_mr(struct srn_peer *p, uint32_t key, uint64_t addr, uint64_t len,
+		unsigned need_access, uint8_t **ptr_p)
+{
+	bool pvm;
+	int err = srn_resp_mr_any(p, key, addr, len, need_access, ptr_p, &pvm);
+
+	return !err && pvm ? -EACCES : err;
 }
 
 /* Resolves the SGEs of a receive WQE taken at the target into local iovecs

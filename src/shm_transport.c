@@ -24,6 +24,24 @@
 #include "shm_transport.h"
 #include "transport.h"
 
+/*
+ * Copies between local iovecs and one range of the target process that
+ * could not be mapped (write: local -> remote). Needs ptrace permission
+ * over the target (same user, no stricter Yama policy); -EACCES without.
+ */
+static int srn_pvm_copy(struct srn_peer *p, const struct iovec *local,
+			unsigned n, const struct iovec *remote, bool write)
+{
+	ssize_t k = write ? process_vm_writev(p->pid, local, n, remote, 1, 0) :
+			    process_vm_readv(p->pid, local, n, remote, 1, 0);
+
+	if (k == (ssize_t)remote->iov_len)
+		return 0;
+	if (k < 0 && errno == ESRCH)
+		return -ECONNRESET; /* the target is gone */
+	return -EACCES;
+}
+
 /* Maps an error of srn_resp_mr to the requester's completion status. */
 static int srn_remote_fail(struct srn_peer *p, int err,
 			   enum ibv_wc_status *status, enum srn_stall *stall)
@@ -66,6 +84,7 @@ static int srn_shm_write(struct srn_qp *qp, struct srn_peer *p,
 	struct iovec src[SRN_MAX_SGE], dst;
 	unsigned ns;
 	uint8_t *ptr = NULL;
+	bool pvm = false;
 	uint64_t pos;
 	int err;
 
@@ -76,8 +95,8 @@ static int srn_shm_write(struct srn_qp *qp, struct srn_peer *p,
 	if (!srn_target_allows(p, IBV_ACCESS_REMOTE_WRITE))
 		return srn_invalid_request(p, status);
 	if (w->total_len) {
-		err = srn_resp_mr(p, w->rkey, w->remote_addr, w->total_len,
-				  IBV_ACCESS_REMOTE_WRITE, &ptr);
+		err = srn_resp_mr_any(p, w->rkey, w->remote_addr, w->total_len,
+				      IBV_ACCESS_REMOTE_WRITE, &ptr, &pvm);
 		if (err)
 			return srn_remote_fail(p, err, status, stall);
 	}
@@ -91,7 +110,12 @@ static int srn_shm_write(struct srn_qp *qp, struct srn_peer *p,
 	}
 	dst.iov_base = ptr;
 	dst.iov_len = w->total_len;
-	srn_iov_copy(&dst, 1, src, ns);
+	if (pvm)
+		err = srn_pvm_copy(p, src, ns, &dst, true);
+	else
+		srn_iov_copy(&dst, 1, src, ns);
+	if (pvm && err)
+		return srn_remote_fail(p, err, status, stall);
 	if (imm)
 		srn_resp_complete(p, &rb.w, w, IBV_WC_RECV_RDMA_WITH_IMM,
 				  (uint32_t)w->total_len, IBV_WC_SUCCESS);
@@ -156,6 +180,7 @@ static int srn_shm_read(struct srn_qp *qp, struct srn_peer *p,
 	struct iovec dst[SRN_MAX_SGE], src;
 	unsigned nd;
 	uint8_t *ptr = NULL;
+	bool pvm = false;
 	int err;
 
 	if (srn_local_iov(qp, w, IBV_ACCESS_LOCAL_WRITE, dst, &nd)) {
@@ -165,14 +190,20 @@ static int srn_shm_read(struct srn_qp *qp, struct srn_peer *p,
 	if (!srn_target_allows(p, IBV_ACCESS_REMOTE_READ))
 		return srn_invalid_request(p, status);
 	if (w->total_len) {
-		err = srn_resp_mr(p, w->rkey, w->remote_addr, w->total_len,
-				  IBV_ACCESS_REMOTE_READ, &ptr);
+		err = srn_resp_mr_any(p, w->rkey, w->remote_addr, w->total_len,
+				      IBV_ACCESS_REMOTE_READ, &ptr, &pvm);
 		if (err)
 			return srn_remote_fail(p, err, status, stall);
 	}
 	src.iov_base = ptr;
 	src.iov_len = w->total_len;
-	srn_iov_copy(dst, nd, &src, 1);
+	if (pvm) {
+		err = srn_pvm_copy(p, dst, nd, &src, false);
+		if (err)
+			return srn_remote_fail(p, err, status, stall);
+	} else {
+		srn_iov_copy(dst, nd, &src, 1);
+	}
 	*status = IBV_WC_SUCCESS;
 	return 0;
 }
@@ -274,7 +305,12 @@ static int srn_rep_check(const struct srn_ctl_mr_rep *r, ssize_t len,
 		return r->hdr.status < 0 && r->hdr.status > -4096 ?
 			       r->hdr.status :
 			       -EPROTO;
-	if (r->key != key || !r->nchunks || r->nchunks > SRN_MR_MAX_CHUNKS ||
+	if (!r->nchunks) /* reached with process_vm_*: nothing to map */
+		return r->key == key && r->owner_va && !nfds &&
+				       r->owner_va + r->length >= r->owner_va ?
+			       0 :
+			       -EPROTO;
+	if (r->key != key || r->nchunks > SRN_MR_MAX_CHUNKS ||
 	    r->nchunks != nfds || r->page_off >= 4096 ||
 	    r->span_len > SRN_MAX_MR_SIZE + 8192 || r->span_len % 4096 ||
 	    r->length > r->span_len - r->page_off)
@@ -296,6 +332,17 @@ static int srn_rmr_map(struct srn_rmr *m, const struct srn_ctl_mr_rep *r,
 	int prot = PROT_READ;
 	uint8_t *base;
 
+	if (!r->nchunks) {
+		m->key = r->key;
+		m->access = r->access;
+		m->iova = r->iova;
+		m->length = r->length;
+		m->map = NULL;
+		m->base = (uint8_t *)(uintptr_t)r->owner_va;
+		m->pvm = true;
+		return 0;
+	}
+	m->pvm = false;
 	if (r->access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
 			 IBV_ACCESS_REMOTE_ATOMIC))
 		prot |= PROT_WRITE;

@@ -19,7 +19,8 @@ struct srn_rmr {
 	uint64_t length;
 	void *map;
 	size_t map_len;
-	uint8_t *base; /* where iova is mapped */
+	uint8_t *base; /* where iova is mapped, or its address in the owner */
+	bool pvm; /* not mapped: reached with process_vm_readv/writev */
 };
 
 struct srn_peer {
@@ -49,6 +50,9 @@ struct srn_peer {
 /* responder.c: the target's side of each operation */
 int srn_resp_mr(struct srn_peer *p, uint32_t key, uint64_t addr, uint64_t len,
 		unsigned need_access, uint8_t **ptr_p);
+int srn_resp_mr_any(struct srn_peer *p, uint32_t key, uint64_t addr,
+		    uint64_t len, unsigned need_access, uint8_t **ptr_p,
+		    bool *pvm_p);
 int srn_resp_recv_sges(struct srn_peer *p, const struct srn_rwqe *rw,
 		       struct iovec *iov, uint64_t *cap_p);
 void srn_resp_complete(struct srn_peer *p, const struct srn_rwqe *rw,

@@ -245,6 +245,9 @@ struct srn_cq {
 	struct srn_cq_view local; /* producer view for this process */
 	atomic_uint refs; /* QPs and SRQs using it */
 	uint8_t overflow_reported; /* atomic exchange */
+	/* A producer in a process that died may have reserved a slot it
+	 * never filled: after this time poll_cq skips such a slot. */
+	uint64_t repair_after_ns; /* atomic; 0: no peer died */
 };
 
 static inline struct srn_cq *to_scq(struct ibv_cq *c)
@@ -256,6 +259,7 @@ int srn_cq_view_init(struct srn_cq_view *v, void *seg_addr, size_t seg_size,
 		     int chan_fd, int kick_fd);
 int srn_cq_post(struct srn_cq_view *v, const struct srn_cqe *cqe);
 void srn_cq_check_overflow(struct srn_cq *cq);
+void srn_cq_peer_died(struct srn_cq *cq);
 
 /* ---- event.c ---- */
 int srn_channel_signal(int chan_fd);

@@ -105,9 +105,13 @@ struct srn_ctl_mr_rep {
 	uint64_t length;
 	uint64_t page_off; /* offset of iova's byte within the page span */
 	uint64_t span_len;
+	/* nchunks == 0: the memory cannot be mapped (a thread's stack, a
+	 * mapping that cannot be reopened); the peer reaches it with
+	 * process_vm_readv/writev at owner_va (the owner's address of iova) */
+	uint64_t owner_va;
 	struct srn_ctl_chunk chunk[SRN_MR_MAX_CHUNKS];
 };
-static_assert(sizeof(struct srn_ctl_mr_rep) == 64 + 24 * SRN_MR_MAX_CHUNKS,
+static_assert(sizeof(struct srn_ctl_mr_rep) == 72 + 24 * SRN_MR_MAX_CHUNKS,
 	      "mr rep size");
 
 /* fd 0: the accepted TCP socket; the HELLO it carried follows the header */

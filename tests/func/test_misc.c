@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * Memory and object semantics: MRs with an iova other than their address,
- * MRs over memory that is already a shared mapping, stack MRs (local use
- * only), AH objects, a QP brought back from ERR through RESET, the GID
+ * MRs over memory that is already a shared mapping, MRs on a thread's stack
+ * (which cannot be remapped: peers reach them with process_vm_*), AH objects, a QP brought back from ERR through RESET, the GID
  * queries agreeing, and fork(): a child cannot corrupt its parent's QPs or
  * registered memory and can open the device itself.
  */
@@ -22,12 +22,13 @@ static int mem_init(struct chan *c, void *arg)
 {
 	struct side_opts o;
 	struct side s;
-	struct peer_info p, extra;
+	struct peer_info p, extra, stack;
 	struct ibv_wc wc;
 
 	side_opts_default(&o);
 	REQUIRE(!side_pair(&s, &o, c, &p), "setup");
 	REQUIRE(!chan_recv(c, &extra, sizeof(extra)), "extra MRs");
+	REQUIRE(!chan_recv(c, &stack, sizeof(stack)), "stack MR");
 	/* iova: the target registered its buffer at iova 0x10000000 */
 	memcpy(s.buf, "iova-addressed", 14);
 	CHECK(!post_send1(s.qp, IBV_WR_RDMA_WRITE, s.buf, 14, s.mr->lkey,
@@ -43,6 +44,20 @@ static int mem_init(struct chan *c, void *arg)
 	      "write shared");
 	CHECK(!poll_one(s.cq, &wc, T) && wc.status == IBV_WC_SUCCESS,
 	      "shared-map write: %s", ibv_wc_status_str(wc.status));
+	/* the target's stack buffer: written, then read back */
+	memcpy(s.buf, "onto-the-stack", 14);
+	CHECK(!post_send1(s.qp, IBV_WR_RDMA_WRITE, s.buf, 14, s.mr->lkey,
+			  stack.addr + 8, stack.rkey, IBV_SEND_SIGNALED, 3),
+	      "write stack");
+	CHECK(!poll_one(s.cq, &wc, T) && wc.status == IBV_WC_SUCCESS,
+	      "stack write: %s", ibv_wc_status_str(wc.status));
+	CHECK(!post_send1(s.qp, IBV_WR_RDMA_READ, s.buf + 100, 22, s.mr->lkey,
+			  stack.addr, stack.rkey, IBV_SEND_SIGNALED, 4),
+	      "read stack");
+	CHECK(!poll_one(s.cq, &wc, T) && wc.status == IBV_WC_SUCCESS,
+	      "stack read: %s", ibv_wc_status_str(wc.status));
+	CHECK(!memcmp(s.buf + 100, "stack:\0\0onto-the-stack", 22),
+	      "stack read-back");
 	chan_barrier(c);
 	side_close(&s);
 	return t_failures;
@@ -66,15 +81,23 @@ static int mem_target(struct chan *c, void *arg)
 		   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	shm_mr = ibv_reg_mr(s.pd, shm, 65536,
 			    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	memset(stackbuf, 0, sizeof(stackbuf));
+	memcpy(stackbuf, "stack:", 6);
 	stack_mr = ibv_reg_mr(s.pd, stackbuf, sizeof(stackbuf),
-			      IBV_ACCESS_LOCAL_WRITE);
+			      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+				      IBV_ACCESS_REMOTE_READ);
 	CHECK(iova_mr && shm_mr && stack_mr, "registrations");
 	CHECK(!iova_mr || iova_mr->addr == s.buf + 65536, "mr->addr");
 	extra.rkey = iova_mr ? iova_mr->rkey : 0;
 	extra.qpn = shm_mr ? shm_mr->rkey : 0;
 	extra.addr = (uintptr_t)shm;
 	chan_send(c, &extra, sizeof(extra));
+	memset(&extra, 0, sizeof(extra));
+	extra.rkey = stack_mr ? stack_mr->rkey : 0;
+	extra.addr = (uintptr_t)stackbuf;
+	chan_send(c, &extra, sizeof(extra));
 	chan_barrier(c);
+	CHECK(!memcmp(stackbuf + 8, "onto-the-stack", 14), "data on the stack");
 	CHECK(!memcmp(s.buf + 65536 + 64, "iova-addressed", 14),
 	      "data at iova 0x10000040");
 	CHECK(!memcmp(shm, "into-shared-map", 15), "data in the shared map");

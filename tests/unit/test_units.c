@@ -206,6 +206,34 @@ static void test_timers(void)
 	CHECK(srn_ack_timeout_ns(14) == 4096ull << 14);
 }
 
+/* A producer that died between reserving a CQ slot and filling it: after
+ * the peer's death is known, poll_cq skips the slot and the completions
+ * behind it are seen. */
+static void test_cq_repair(void)
+{
+	struct ibv_device **l = ibv_get_device_list(NULL);
+	struct ibv_context *ctx = l ? ibv_open_device(l[0]) : NULL;
+	struct ibv_cq *ibcq = ctx ? ibv_create_cq(ctx, 8, NULL, NULL, 0) : NULL;
+	struct srn_cqe c = { .wr_id = 42, .status = IBV_WC_SUCCESS };
+	struct ibv_wc wc;
+	struct srn_cq *cq;
+
+	CHECK(ibcq != NULL);
+	if (!ibcq)
+		return;
+	cq = to_scq(ibcq);
+	__atomic_fetch_add(&cq->shm->prod, 1, __ATOMIC_RELEASE); /* dies */
+	CHECK(srn_cq_post(&cq->local, &c) == 0);
+	CHECK(ibv_poll_cq(ibcq, 1, &wc) == 0); /* stuck behind the hole */
+	srn_cq_peer_died(cq);
+	cq->repair_after_ns = 1; /* long ago */
+	CHECK(ibv_poll_cq(ibcq, 1, &wc) == 1 && wc.wr_id == 42);
+	CHECK(ibv_poll_cq(ibcq, 1, &wc) == 0);
+	ibv_destroy_cq(ibcq);
+	ibv_close_device(ctx);
+	ibv_free_device_list(l);
+}
+
 int main(void)
 {
 	test_rq_ring();
@@ -214,6 +242,7 @@ int main(void)
 	test_qp_states();
 	test_opcodes();
 	test_timers();
+	test_cq_repair();
 	printf("%d passed, %d failed\n", checks - failures, failures);
 	return failures ? 1 : 0;
 }
