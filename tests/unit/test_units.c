@@ -11,18 +11,8 @@
 #include <sys/mman.h>
 
 #include "srn.h"
+#include "unit_check.h"
 
-static int failures, checks;
-
-#define CHECK(c)                                                         \
-	do {                                                             \
-		checks++;                                                \
-		if (!(c)) {                                              \
-			failures++;                                      \
-			fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__,    \
-				__LINE__, #c);                           \
-		}                                                        \
-	} while (0)
 
 static void test_rq_ring(void)
 {
@@ -243,6 +233,5 @@ int main(void)
 	test_opcodes();
 	test_timers();
 	test_cq_repair();
-	printf("%d passed, %d failed\n", checks - failures, failures);
-	return failures ? 1 : 0;
+	return unit_summary();
 }

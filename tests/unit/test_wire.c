@@ -9,18 +9,8 @@
 #include <string.h>
 
 #include "wire.h"
+#include "unit_check.h"
 
-static int failures, checks;
-
-#define CHECK(c)                                                         \
-	do {                                                             \
-		checks++;                                                \
-		if (!(c)) {                                              \
-			failures++;                                      \
-			fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__,    \
-				__LINE__, #c);                           \
-		}                                                        \
-	} while (0)
 
 struct got {
 	unsigned msgs;
@@ -169,6 +159,5 @@ int main(void)
 {
 	test_splits();
 	test_invalid();
-	printf("%d passed, %d failed\n", checks - failures, failures);
-	return failures ? 1 : 0;
+	return unit_summary();
 }
