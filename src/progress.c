@@ -236,6 +236,7 @@ void srn_progress_poll_once(void)
 
 	if (pthread_mutex_trylock(&srn_prog.lock))
 		return;
+	srn_tcp_flush_work(true); /* we are idle: held-back ACKs go */
 	n = srn_prog.epfd >= 0 ? epoll_wait(srn_prog.epfd, ev, 8, 0) : 0;
 	for (int i = 0; i < n; i++) {
 		struct srn_pollable *p = ev[i].data.ptr;
@@ -266,6 +267,7 @@ static void srn_progress_on_kick(struct srn_pollable *p, uint32_t events)
 	if (read(p->fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 		srn_dbg("kick read: %m");
 	srn_tcp_resume_paused();
+	srn_tcp_flush_work(false);
 	srn_prog.retry_pending = true;
 }
 
@@ -279,6 +281,7 @@ static void srn_progress_on_timer(struct srn_pollable *p, uint32_t events)
 	srn_prog.next_wake_ns = 0;
 	pthread_mutex_unlock(&srn_prog.wake_lock);
 	srn_tcp_resume_paused(); /* RNR deadlines */
+	srn_tcp_flush_work(false); /* ACKs held back too long */
 	srn_prog.retry_pending = true;
 }
 

@@ -108,7 +108,6 @@ static struct srn_qp *srn_qp_alloc(struct srn_context *ctx,
 	srn_lock_init(&qp->comp_lock);
 	srn_list_init(&qp->conns);
 	srn_list_init(&qp->tcp_conns);
-	qp->tcp_fd = -1;
 	pthread_mutex_init(&qp->conn_lock, NULL);
 	srn_list_init(&qp->ctx_link);
 	*err = srn_sq_init(qp);

@@ -20,6 +20,7 @@ const char *const srn_stall_names[] = {
 	[SRN_STALL_NONE] = "none",
 	[SRN_STALL_RNR] = "RNR",
 	[SRN_STALL_NOT_READY] = "peer not ready",
+	[SRN_STALL_CREDIT] = "max_rd_atomic in flight",
 };
 
 /* IBTA RNR NAK timer encoding, in units of 10 us (0 means 655.36 ms). */
@@ -64,6 +65,8 @@ static void srn_req_stall_start(struct srn_qp *qp, enum srn_stall why,
 	qp->stall_retries = rnr ? qp->attr.rnr_retry : qp->attr.retry_cnt;
 	qp->stall_period_ns = rnr ? srn_rnr_timer_ns(qp->attr.min_rnr_timer) :
 				    srn_ack_timeout_ns(qp->attr.timeout);
+	if (why == SRN_STALL_CREDIT) /* answers restart it; this is a net */
+		qp->stall_period_ns = 1000000ull;
 	if (!qp->stall_period_ns) /* timeout 0: wait for the target forever */
 		qp->stall_period_ns = 100000000ull;
 	qp->stall_deadline_ns = now + qp->stall_period_ns;
@@ -72,6 +75,8 @@ static void srn_req_stall_start(struct srn_qp *qp, enum srn_stall why,
 
 static bool srn_req_retries_infinite(const struct srn_qp *qp)
 {
+	if (qp->stall == SRN_STALL_CREDIT)
+		return true; /* not an error: answers are on their way */
 	if (qp->stall == SRN_STALL_RNR)
 		return qp->attr.rnr_retry == 7;
 	return qp->attr.timeout == 0;

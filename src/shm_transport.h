@@ -74,6 +74,5 @@ ssize_t srn_ctl_recvmsg(int fd, void *msg, size_t len, int *fds,
 			unsigned *nfds);
 int srn_ctl_connect(struct srn_peer *p, uint32_t dqpn);
 void srn_ctl_bye(int fd);
-extern __thread bool srn_in_progress_thread;
 
 #endif /* SRN_SHM_TRANSPORT_H */

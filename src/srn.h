@@ -379,6 +379,7 @@ enum srn_stall {
 	SRN_STALL_NONE = 0,
 	SRN_STALL_RNR, /* no receive WQE at the target */
 	SRN_STALL_NOT_READY, /* target not in RTR/RTS yet */
+	SRN_STALL_CREDIT, /* max_rd_atomic READs/atomics in flight */
 };
 extern const char *const srn_stall_names[];
 
@@ -418,7 +419,7 @@ struct srn_qp {
 	pthread_mutex_t conn_lock; /* leaf lock: guards conns, tcp_conns */
 	struct srn_list conns;
 	struct srn_list tcp_conns; /* peers' TCP connections to this QP */
-	int tcp_fd; /* our TCP connection to the peer (initiator), or -1 */
+	struct srn_tcp_qp *tcpq; /* tcp transport state (conn_lock) */
 };
 
 static inline struct srn_qp *to_sqp(struct ibv_qp *q)
@@ -483,6 +484,7 @@ void srn_progress_unlock(void);
 int srn_progress_kick_fd(void);
 void srn_progress_kick(void);
 void srn_progress_wake_at(uint64_t deadline_ns);
+extern __thread bool srn_in_progress_thread;
 void srn_progress_ctx_add(struct srn_context *ctx);
 void srn_progress_ctx_del(struct srn_context *ctx);
 void srn_kick_fd(int fd);

@@ -2,9 +2,10 @@
 /*
  * softrnic — the wire protocol between hosts (TCP transport).
  *
- * Every message is a 32-byte header followed by len bytes of payload. One
- * TCP connection carries one direction of one RC QP pair: the initiator's
- * requests, and the target's responses to them. All fields are
+ * Every message is a 40-byte header followed by len bytes of payload. One
+ * TCP connection carries one RC QP pair, both ways: each side's requests
+ * and its answers to the other's. Any message may also acknowledge the
+ * other side's requests (SRN_WF_ACK, ack_psn). All fields are
  * little-endian; every one is checked by the receiver before it acts
  * (srn_wire_hdr_check). See docs/wire.md.
  */
@@ -16,7 +17,7 @@
 #include <stdint.h>
 
 #define SRN_WIRE_MAGIC 0x57524e53u /* "SRNW" little endian */
-#define SRN_WIRE_VERSION 1
+#define SRN_WIRE_VERSION 2
 #define SRN_WIRE_MAX_PAYLOAD 0x80000000u /* = the port's max_msg_sz */
 
 enum srn_wire_op {
@@ -26,7 +27,8 @@ enum srn_wire_op {
 	SRN_WOP_WRITE, /* request; payload = data for raddr/rkey */
 	SRN_WOP_READ_REQ, /* request; no payload; len field = read length */
 	SRN_WOP_ATOMIC, /* request; payload = struct srn_wire_atomic */
-	SRN_WOP_ACK, /* response: request psn done, status in aux */
+	SRN_WOP_ACK, /* response: status in aux; OK: every request up to
+		      * and including psn is done; else psn failed */
 	SRN_WOP_READ_RESP, /* response; payload = the data read */
 	SRN_WOP_ATOMIC_RESP, /* response; payload = the original value */
 	SRN_WOP_BYE, /* either way: orderly close follows */
@@ -39,10 +41,12 @@ extern const char *const srn_wire_op_names[];
 #define SRN_WF_IMM 0x1u /* aux carries immediate data (SEND, WRITE) */
 #define SRN_WF_SOLICITED 0x2u
 #define SRN_WF_CAS 0x4u /* ATOMIC: compare and swap, else fetch and add */
+#define SRN_WF_ACK 0x8u /* ack_psn: the other side's requests up to and
+			 * including it are done (cumulative) */
 /* SEND, WRITE with IMM: the requester's rnr_retry (7 = forever) */
 #define SRN_WF_RNR_SHIFT 8
 #define SRN_WF_RNR_MASK 0x700u
-#define SRN_WF_ALL 0x707u
+#define SRN_WF_ALL 0x70fu
 
 /* ACK status (aux of SRN_WOP_ACK) */
 enum srn_wire_status {
@@ -65,9 +69,12 @@ struct srn_wire_hdr {
 	uint32_t aux; /* immediate data, or status, or 0 */
 	uint32_t rkey;
 	uint64_t raddr;
+	uint32_t ack_psn; /* with SRN_WF_ACK */
+	uint32_t rsvd; /* 0 */
 };
-static_assert(sizeof(struct srn_wire_hdr) == 32, "wire hdr size");
+static_assert(sizeof(struct srn_wire_hdr) == 40, "wire hdr size");
 static_assert(offsetof(struct srn_wire_hdr, raddr) == 24, "raddr offset");
+static_assert(offsetof(struct srn_wire_hdr, ack_psn) == 32, "ack offset");
 
 struct srn_wire_hello {
 	uint8_t src_gid[16];

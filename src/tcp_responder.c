@@ -10,14 +10,18 @@
  * otherwise it passes the socket to the owner over the QP's abstract unix
  * socket (SCM_RIGHTS, SRN_CTL_TCP_ADOPT) and forgets it.
  *
- * The responder runs in the progress thread: it checks each request (QP
- * state and access, key, PD, access, bounds), receives payloads straight
- * into the target's registered memory, writes receive completions, and
- * answers. A SEND with no receive WQE posted pauses the connection (TCP
- * then pushes back on the sender) until a receive is posted.
+ * The responder runs on a link's receive side (tcp_link.c): it checks
+ * each request (QP state and access, key, PD, access, bounds), receives
+ * payloads straight into the target's registered memory, writes receive
+ * completions, and queues answers (READ_RESP, ATOMIC_RESP, NAK) for the
+ * link's send side; plain successes are acknowledged cumulatively. A SEND
+ * with no receive WQE posted pauses the link (TCP then pushes back on the
+ * sender) until a receive is posted.
  */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <errno.h>
+#include <stdio.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdlib.h>
@@ -30,23 +34,7 @@
 #include "srn_ctl_proto.h"
 #include "tcp.h"
 
-struct srn_tcp_resp {
-	struct srn_pollable pl; /* link: the QP's tcp_conns */
-	struct srn_list paused_link;
-	struct srn_qp *qp; /* NULL until HELLO */
-	struct srn_wire_rx rx;
-	struct srn_wire_hello hello;
-	struct srn_rwqe_buf rb;
-	bool have_rwqe, paused, bye;
-	uint64_t rnr_deadline_ns; /* 0: not waiting for a receive */
-	enum ibv_wc_status st; /* outcome at the target */
-	uint32_t ws; /* answer to the initiator */
-	uint8_t *ptr;
-	struct srn_wire_atomic at;
-};
-
 static struct srn_pollable srn_tcp_listener = { .fd = -1 };
-static struct srn_list srn_tcp_paused = SRN_LIST_INIT(srn_tcp_paused);
 
 uint16_t srn_tcp_port(void)
 {
@@ -56,15 +44,29 @@ uint16_t srn_tcp_port(void)
 	return v > 0 && v < 65536 ? (uint16_t)v : SRN_TCP_PORT_DEFAULT;
 }
 
-static int srn_tcp_answer(struct srn_tcp_resp *c, unsigned op, uint32_t aux,
-			  void *data, uint32_t len)
+/* Sends HELLO_ACK (before anything else can use the link). */
+static int srn_tcp_hello_ack(struct srn_tcp_link *l, uint32_t err)
 {
 	struct srn_wire_hdr h;
-	struct iovec iov[2] = { { &h, sizeof(h) }, { data, len } };
+	struct iovec iov = { &h, sizeof(h) };
 
-	srn_wire_hdr_init(&h, op, c->rx.hdr.psn, len);
-	h.aux = aux;
-	return srn_tcp_sendv(c->pl.fd, iov, len ? 2 : 1);
+	srn_wire_hdr_init(&h, SRN_WOP_HELLO_ACK, 0, 0);
+	h.aux = err;
+	return srn_tcp_sendv(l->pl.fd, &iov, 1);
+}
+
+/* Queues the answer to the current request: data, or a NAK. */
+static int srn_tcp_answer(struct srn_tcp_link *c, unsigned op,
+			  const void *data, uint32_t len, uint64_t val)
+{
+	struct srn_tcp_answer a = { .op = (uint8_t)op, .psn = c->rx.hdr.psn,
+				    .data = data, .len = len, .val = val };
+
+	if (op == SRN_WOP_ACK)
+		a.status = c->ws;
+	if (op == SRN_WOP_ATOMIC_RESP)
+		a.len = sizeof(a.val);
+	return srn_tcp_link_answer(c, &a);
 }
 
 /* ---- requests: where the payload goes ---- */
@@ -76,7 +78,7 @@ static struct srn_rq_view *srn_tcp_rq(struct srn_qp *qp)
 
 /* No receive WQE: wait, as long as the requester's rnr_retry allows
  * (retries x our min_rnr_timer; 7 = forever). -EAGAIN: keep waiting. */
-static int srn_tcp_rnr_wait(struct srn_tcp_resp *c)
+static int srn_tcp_rnr_wait(struct srn_tcp_link *c)
 {
 	unsigned retry = (c->rx.hdr.flags & SRN_WF_RNR_MASK) >> SRN_WF_RNR_SHIFT;
 	uint64_t now = srn_now_ns();
@@ -97,7 +99,7 @@ static int srn_tcp_rnr_wait(struct srn_tcp_resp *c)
 
 /* Takes a receive WQE for the current message; -EAGAIN: none posted
  * (wait), -ENOENT: none, and the requester's retries are over. */
-static int srn_tcp_take_rwqe(struct srn_tcp_resp *c)
+static int srn_tcp_take_rwqe(struct srn_tcp_link *c)
 {
 	struct srn_rq_view *v = srn_tcp_rq(c->qp);
 	int err;
@@ -123,7 +125,7 @@ static int srn_tcp_take_rwqe(struct srn_tcp_resp *c)
 }
 
 /* The target's own key check, into a pointer. */
-static uint32_t srn_tcp_key(struct srn_tcp_resp *c, uint32_t key,
+static uint32_t srn_tcp_key(struct srn_tcp_link *c, uint32_t key,
 			    uint64_t addr, uint64_t len, unsigned acc,
 			    uint8_t **ptr)
 {
@@ -139,7 +141,7 @@ static uint32_t srn_tcp_key(struct srn_tcp_resp *c, uint32_t key,
 	return SRN_WS_OK;
 }
 
-static int srn_tcp_send_sink(struct srn_tcp_resp *c,
+static int srn_tcp_send_sink(struct srn_tcp_link *c,
 			     const struct srn_wire_hdr *h, struct iovec *iov,
 			     unsigned *niov)
 {
@@ -183,10 +185,9 @@ static int srn_tcp_send_sink(struct srn_tcp_resp *c,
 	return 0;
 }
 
-static int srn_tcp_on_req_hdr(void *ctx, const struct srn_wire_hdr *h,
-			      struct iovec *iov, unsigned *niov)
+int srn_tcp_resp_on_hdr(struct srn_tcp_link *c, const struct srn_wire_hdr *h,
+			struct iovec *iov, unsigned *niov)
 {
-	struct srn_tcp_resp *c = ctx;
 	enum ibv_qp_state st;
 
 	if (!c->qp) {
@@ -197,8 +198,12 @@ static int srn_tcp_on_req_hdr(void *ctx, const struct srn_wire_hdr *h,
 		*niov = 1;
 		return 0;
 	}
-	if (h->opcode == SRN_WOP_BYE || h->opcode == SRN_WOP_HELLO)
-		return h->opcode == SRN_WOP_BYE ? (c->bye = true, 0) : -EPROTO;
+	if (h->opcode == SRN_WOP_BYE) {
+		c->bye = true; /* the peer QP is gone, in order */
+		return -ECONNRESET;
+	}
+	if (h->opcode == SRN_WOP_HELLO)
+		return -EPROTO;
 	st = srn_qp_state(c->qp);
 	if (st == IBV_QPS_RESET || st == IBV_QPS_INIT)
 		return -EAGAIN; /* not ready to receive: wait for RTR */
@@ -238,7 +243,7 @@ static int srn_tcp_on_req_hdr(void *ctx, const struct srn_wire_hdr *h,
 
 /* ---- requests: complete and answer ---- */
 
-static void srn_tcp_recv_cqe(struct srn_tcp_resp *c,
+static void srn_tcp_recv_cqe(struct srn_tcp_link *c,
 			     const struct srn_wire_hdr *h,
 			     enum ibv_wc_opcode opcode)
 {
@@ -264,7 +269,7 @@ static void srn_tcp_recv_cqe(struct srn_tcp_resp *c,
 		srn_cq_check_overflow(c->qp->recv_cq);
 }
 
-static uint32_t srn_tcp_atomic(struct srn_tcp_resp *c,
+static uint32_t srn_tcp_atomic(struct srn_tcp_link *c,
 			       const struct srn_wire_hdr *h, uint64_t *old)
 {
 	uint32_t ws;
@@ -288,19 +293,16 @@ static uint32_t srn_tcp_atomic(struct srn_tcp_resp *c,
 	return SRN_WS_OK;
 }
 
-static int srn_tcp_hello_done(struct srn_tcp_resp *c);
+static int srn_tcp_hello_done(struct srn_tcp_link *c);
 
-static int srn_tcp_on_req(void *ctx, const struct srn_wire_hdr *h)
+int srn_tcp_resp_on_msg(struct srn_tcp_link *c, const struct srn_wire_hdr *h)
 {
-	struct srn_tcp_resp *c = ctx;
 	uint64_t old = 0;
 	int err = 0;
 
 	if (!c->qp)
 		return srn_tcp_hello_done(c);
 	switch (h->opcode) {
-	case SRN_WOP_BYE:
-		return 0;
 	case SRN_WOP_SEND:
 		if (c->have_rwqe)
 			srn_tcp_recv_cqe(c, h, IBV_WC_RECV);
@@ -311,127 +313,49 @@ static int srn_tcp_on_req(void *ctx, const struct srn_wire_hdr *h)
 		break;
 	case SRN_WOP_READ_REQ:
 		if (c->ws == SRN_WS_OK)
-			return srn_tcp_answer(c, SRN_WOP_READ_RESP, 0, c->ptr,
-					      h->len);
+			err = srn_tcp_answer(c, SRN_WOP_READ_RESP, c->ptr,
+					     h->len, 0);
 		break;
 	default:
 		c->ws = srn_tcp_atomic(c, h, &old);
 		if (c->ws == SRN_WS_OK)
-			return srn_tcp_answer(c, SRN_WOP_ATOMIC_RESP, 0, &old,
-					      sizeof(old));
+			err = srn_tcp_answer(c, SRN_WOP_ATOMIC_RESP, NULL, 0,
+					     old);
 		break;
 	}
-	err = srn_tcp_answer(c, SRN_WOP_ACK, c->ws, NULL, 0);
+	if (!err && c->ws != SRN_WS_OK)
+		err = srn_tcp_answer(c, SRN_WOP_ACK, NULL, 0, 0); /* a NAK */
+	if (err)
+		return err;
+	srn_tcp_link_done(c, h->psn);
 	if (c->ws != SRN_WS_OK && c->ws != SRN_WS_RNR)
 		srn_qp_async_error(c->qp); /* a NAK: the responder fails too */
-	return err;
+	return 0;
 }
-
-static const struct srn_wire_sink srn_tcp_req_sink = {
-	.on_hdr = srn_tcp_on_req_hdr,
-	.on_msg = srn_tcp_on_req,
-};
 
 /* ---- connections ---- */
 
-static void srn_tcp_resp_free(struct srn_tcp_resp *c)
-{
-	srn_progress_del(&c->pl);
-	if (c->paused)
-		srn_list_del(&c->paused_link);
-	if (c->qp) {
-		pthread_mutex_lock(&c->qp->conn_lock);
-		srn_list_del(&c->pl.link);
-		pthread_mutex_unlock(&c->qp->conn_lock);
-	}
-	if (c->pl.fd >= 0)
-		close(c->pl.fd);
-	atomic_fetch_sub_explicit(&srn_tcp_active, 1, memory_order_relaxed);
-	free(c);
-}
-
-static void srn_tcp_on_request(struct srn_pollable *pl, uint32_t events)
-{
-	struct srn_tcp_resp *c = pl->priv;
-	int err = srn_wire_recv(&c->rx, pl->fd, &srn_tcp_req_sink, c);
-
-	if (err == -EAGAIN) { /* paused: stop reading until kicked */
-		if (!c->paused) {
-			c->paused = true;
-			srn_list_add_tail(&c->paused_link, &srn_tcp_paused);
-			srn_progress_mod(pl, EPOLLRDHUP);
-		}
-		return;
-	}
-	if (!err && !(events & (EPOLLHUP | EPOLLERR)))
-		return;
-	if (c->qp && !c->bye && err != -ECONNABORTED) {
-		srn_warn("QP 0x%06x: peer QP 0x%06x went away (%s)",
-			 c->qp->ibqpx.qp_base.qp_num, c->hello.src_qpn,
-			 strerror(err ? -err : ECONNRESET));
-		srn_qp_async_error(c->qp);
-	}
-	srn_tcp_resp_free(c);
-}
-
-/* Progress thread, after a kick: paused connections try again. */
-void srn_tcp_resume_paused(void)
-{
-	struct srn_list *pos, *tmp;
-
-	srn_list_for_each_safe(pos, tmp, &srn_tcp_paused) {
-		struct srn_tcp_resp *c =
-			srn_list_entry(pos, struct srn_tcp_resp, paused_link);
-
-		srn_list_del(&c->paused_link);
-		c->paused = false;
-		srn_progress_mod(&c->pl, EPOLLIN | EPOLLRDHUP);
-		srn_tcp_on_request(&c->pl, 0);
-	}
-}
-
-static struct srn_tcp_resp *srn_tcp_resp_new(int fd)
-{
-	struct srn_tcp_resp *c = calloc(1, sizeof(*c));
-	int one = 1;
-
-	if (!c)
-		return NULL;
-	atomic_fetch_add_explicit(&srn_tcp_active, 1, memory_order_relaxed);
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	c->pl.fd = fd;
-	c->pl.fn = srn_tcp_on_request;
-	c->pl.priv = c;
-	srn_list_init(&c->pl.link);
-	srn_list_init(&c->paused_link);
-	srn_wire_rx_init(&c->rx, true);
-	return c;
-}
-
-static void srn_tcp_bind(struct srn_tcp_resp *c, struct srn_qp *qp)
-{
-	c->qp = qp;
-	pthread_mutex_lock(&qp->conn_lock);
-	srn_list_add_tail(&c->pl.link, &qp->tcp_conns);
-	pthread_mutex_unlock(&qp->conn_lock);
-}
-
 /* HELLO arrived on a connection we accepted: ours, or hand it over. */
-static int srn_tcp_hello_done(struct srn_tcp_resp *c)
+static int srn_tcp_hello_done(struct srn_tcp_link *c)
 {
 	struct srn_qp *qp = srn_progress_find_qp(c->hello.dst_qpn);
 	int err;
 
 	if (qp) {
-		srn_tcp_bind(c, qp);
-		return srn_tcp_answer(c, SRN_WOP_HELLO_ACK, 0, NULL, 0);
+		char ip[INET_ADDRSTRLEN];
+
+		inet_ntop(AF_INET, c->hello.src_gid + 12, ip, sizeof(ip));
+		snprintf(c->desc, sizeof(c->desc), "tcp %s qpn 0x%06x", ip,
+			 c->hello.src_qpn);
+		err = srn_tcp_hello_ack(c, 0);
+		if (!err)
+			srn_tcp_link_bind(c, qp);
+		return err;
 	}
 	err = srn_ctl_handoff(c->hello.dst_qpn, c->pl.fd, &c->hello,
 			      sizeof(c->hello));
-	if (err) {
-		srn_tcp_answer(c, SRN_WOP_HELLO_ACK, ENOENT, NULL, 0);
-		return -ECONNABORTED;
-	}
+	if (err)
+		srn_tcp_hello_ack(c, ENOENT);
 	return -ECONNABORTED; /* the owner has it now: drop our copy */
 }
 
@@ -439,36 +363,43 @@ static int srn_tcp_hello_done(struct srn_tcp_resp *c)
 int srn_tcp_adopt(struct srn_qp *qp, int fd,
 		  const struct srn_wire_hello *hello)
 {
-	struct srn_tcp_resp *c = srn_tcp_resp_new(fd);
+	struct srn_tcp_link *c = srn_tcp_link_new(fd);
+	char ip[INET_ADDRSTRLEN];
 	int err;
 
 	if (!c)
 		return -ENOMEM;
 	c->hello = *hello;
-	c->rx.hdr.psn = 0;
-	srn_tcp_bind(c, qp);
-	err = srn_tcp_answer(c, SRN_WOP_HELLO_ACK, 0, NULL, 0);
+	inet_ntop(AF_INET, c->hello.src_gid + 12, ip, sizeof(ip));
+	snprintf(c->desc, sizeof(c->desc), "tcp %s qpn 0x%06x", ip,
+		 c->hello.src_qpn);
+	err = srn_tcp_hello_ack(c, 0);
 	if (!err)
-		err = srn_progress_add(&c->pl, EPOLLIN | EPOLLRDHUP);
-	if (err)
-		srn_tcp_resp_free(c);
-	return err;
+		err = srn_tcp_link_add(c);
+	if (err) {
+		c->pl.fd = -1; /* the caller closes it */
+		srn_tcp_link_free(c);
+		return err;
+	}
+	srn_tcp_link_bind(c, qp);
+	return 0;
 }
 
-/* QP destroyed: its peers see BYE then the close. */
+/* QP destroyed: its peers see BYE then the close. Its own request link
+ * goes in srn_tcp_disconnect. */
 void srn_tcp_unlisten(struct srn_qp *qp)
 {
 	struct srn_list *pos, *tmp;
 
 	srn_progress_lock();
 	srn_list_for_each_safe(pos, tmp, &qp->tcp_conns) {
-		struct srn_tcp_resp *c =
-			container_of(pos, struct srn_tcp_resp, pl.link);
-		struct srn_wire_hdr h;
+		struct srn_tcp_link *c =
+			container_of(pos, struct srn_tcp_link, pl.link);
 
-		srn_wire_hdr_init(&h, SRN_WOP_BYE, 0, 0);
-		send(c->pl.fd, &h, sizeof(h), MSG_NOSIGNAL | MSG_DONTWAIT);
-		srn_tcp_resp_free(c);
+		if (qp->tcpq && qp->tcpq->link == c)
+			continue;
+		srn_tcp_link_bye(c);
+		srn_tcp_link_free(c);
 	}
 	srn_progress_unlock();
 }
@@ -476,17 +407,17 @@ void srn_tcp_unlisten(struct srn_qp *qp)
 static void srn_tcp_on_accept(struct srn_pollable *pl, uint32_t events)
 {
 	int fd = accept4(pl->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-	struct srn_tcp_resp *c;
+	struct srn_tcp_link *c;
 
 	if (fd < 0)
 		return;
-	c = srn_tcp_resp_new(fd);
+	c = srn_tcp_link_new(fd);
 	if (!c) {
 		close(fd);
 		return;
 	}
-	if (srn_progress_add(&c->pl, EPOLLIN | EPOLLRDHUP))
-		srn_tcp_resp_free(c);
+	if (srn_tcp_link_add(c))
+		srn_tcp_link_free(c);
 }
 
 /* With the progress thread: listen on the host-wide port. Failure is not

@@ -1,14 +1,16 @@
 // SPDX-License-Identifier: MIT
 /*
- * softrnic — the TCP transport, initiator side (docs/wire.md).
+ * softrnic — the TCP transport, requester side (docs/wire.md).
  *
- * At RTR the QP connects to the destination host's softrnic port and says
- * HELLO; the target's responder (tcp_responder.c) answers HELLO_ACK. Then
- * the application thread that rings the doorbell sends each request itself
- * (sendmsg straight from the registered buffers, no hand-off, no copy),
- * and the WQE stays in flight until the progress thread reads its response
- * (ACK, READ_RESP straight into the local buffers, ATOMIC_RESP) and
- * completes it in order.
+ * One connection per QP pair (tcp_link.c). At RTR the QP whose (GID, QPN)
+ * is the smaller one connects to the other's host port and says HELLO; the
+ * other QP waits for that connection (its requests stall until it comes,
+ * as they would for a peer not yet at RTR). The application thread that
+ * rings the doorbell sends each request itself (sendmsg straight from the
+ * registered buffers, no hand-off, no copy), and the WQE stays in flight
+ * until its answer arrives: an ACK (cumulative, often carried by the peer's
+ * own next request), READ_RESP straight into the local buffers, or
+ * ATOMIC_RESP. WQEs complete in order.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -25,17 +27,6 @@
 
 #include "tcp.h"
 #include "transport.h"
-
-struct srn_tcp_peer {
-	struct srn_pollable pl; /* responses, hang-up */
-	struct srn_qp *qp;
-	uint32_t tx_psn; /* under sq_lock */
-	uint64_t resp_pos; /* progress thread: SQ position answered next */
-	struct srn_wire_rx rx;
-	enum ibv_wc_status resp_status;
-	atomic_uint gone;
-	char desc[64];
-};
 
 static enum ibv_wc_status srn_tcp_status(uint32_t ws)
 {
@@ -131,73 +122,175 @@ static void srn_tcp_req_hdr(const struct srn_swqe *w, struct srn_wire_hdr *h)
 	h->raddr = w->remote_addr;
 }
 
+static bool srn_tcp_wants_answer(const struct srn_swqe *w)
+{
+	return srn_opcode_get(w->opcode)->flags & SRN_OP_LOCAL_WRITE;
+}
+
+/* May a READ or atomic go now? At most max_rd_atomic in flight. */
+static bool srn_tcp_credit(struct srn_qp *qp, struct srn_tcp_qp *tq)
+{
+	unsigned max = qp->attr.max_rd_atomic ? qp->attr.max_rd_atomic : 1;
+
+	return atomic_load_explicit(&tq->rd_out, memory_order_acquire) < max;
+}
+
 static int srn_tcp_execute(struct srn_qp *qp, const struct srn_swqe *cw,
 			   enum ibv_wc_status *status, enum srn_stall *stall)
 {
-	struct srn_tcp_peer *p = qp->tpriv;
+	struct srn_tcp_qp *tq = qp->tpriv;
+	/* acquire: pairs with the release in srn_tcp_link_bind */
+	struct srn_tcp_link *l = __atomic_load_n(&tq->link, __ATOMIC_ACQUIRE);
 	struct srn_swqe *w = (struct srn_swqe *)cw;
-	const struct srn_opcode_info *op = srn_opcode_get(w->opcode);
 	struct iovec iov[SRN_MAX_SGE + 2];
 	struct srn_wire_atomic at;
 	struct srn_wire_hdr h;
+	bool answer = srn_tcp_wants_answer(w);
 	unsigned n = 0;
-	bool local_write = op->flags & SRN_OP_LOCAL_WRITE;
 
-	if (atomic_load_explicit(&p->gone, memory_order_acquire)) {
+	if (!l) { /* the peer has not connected to us yet */
+		*stall = SRN_STALL_NOT_READY;
+		return -EAGAIN;
+	}
+	switch (atomic_load_explicit(&l->gone, memory_order_acquire)) {
+	case SRN_TCP_CLOSED: /* the peer QP is gone: nobody will answer, */
+		*stall = SRN_STALL_NOT_READY; /* RETRY_EXC_ERR in the end */
+		return -EAGAIN;
+	case SRN_TCP_DEAD:
 		*status = IBV_WC_RETRY_EXC_ERR;
 		return 0;
 	}
-	if (srn_local_iov(qp, w, local_write ? IBV_ACCESS_LOCAL_WRITE : 0,
-			  iov + 1, &n)) {
+	if (srn_local_iov(qp, w, answer ? IBV_ACCESS_LOCAL_WRITE : 0, iov + 1,
+			  &n)) {
 		*status = IBV_WC_LOC_PROT_ERR;
 		return 0;
 	}
-	/* release: the progress thread matches the answer against it
-	 * (pairs with the acquire in srn_tcp_on_resp_hdr) */
-	__atomic_store_n(&w->psn, p->tx_psn++, __ATOMIC_RELEASE);
+	if (answer && !srn_tcp_credit(qp, tq)) {
+		*stall = SRN_STALL_CREDIT;
+		return -EAGAIN;
+	}
+	/* release: the receive side matches answers against it (pairs with
+	 * the acquire in srn_tcp_acked) */
+	__atomic_store_n(&w->psn, l->tx_psn, __ATOMIC_RELEASE);
+	__atomic_store_n(&l->tx_psn, l->tx_psn + 1, __ATOMIC_RELEASE);
 	srn_tcp_req_hdr(w, &h);
 	h.flags |= (qp->attr.rnr_retry & 7u) << SRN_WF_RNR_SHIFT;
 	iov[0].iov_base = &h;
 	iov[0].iov_len = sizeof(h);
-	if (local_write) { /* READ/atomic: only the request goes out */
+	if (answer) { /* READ/atomic: only the request goes out */
 		n = 0;
-		if (op->flags & SRN_OP_REMOTE_ATOMIC) {
+		if (srn_opcode_get(w->opcode)->flags & SRN_OP_REMOTE_ATOMIC) {
 			at.compare_add = w->compare_add;
 			at.swap = w->swap;
 			iov[1].iov_base = &at;
 			iov[1].iov_len = sizeof(at);
 			n = 1;
 		}
+		atomic_fetch_add_explicit(&tq->rd_out, 1, memory_order_relaxed);
 	}
-	if (srn_tcp_sendv(qp->tcp_fd, iov, n + 1)) {
-		*status = IBV_WC_RETRY_EXC_ERR; /* the connection broke */
-		return 0;
+	if (srn_tcp_link_request(l, &h, iov, n + 1)) {
+		/* the connection broke: the receive side will tell whether
+		 * the peer crashed (ERR now) or left in order (this WQE then
+		 * times out, RETRY_EXC_ERR) */
+		if (answer)
+			atomic_fetch_sub_explicit(&tq->rd_out, 1,
+						  memory_order_relaxed);
+		*stall = SRN_STALL_NOT_READY;
+		return -EAGAIN;
 	}
 	return -EINPROGRESS;
 }
 
-/* ---- responses (progress thread) ---- */
+/* ---- answers (receive side, progress lock) ---- */
 
-static int srn_tcp_on_resp_hdr(void *ctx, const struct srn_wire_hdr *h,
-			       struct iovec *iov, unsigned *niov)
+static void srn_tcp_wqe_done(struct srn_qp *qp, struct srn_swqe *w,
+			     enum ibv_wc_status status)
 {
-	struct srn_tcp_peer *p = ctx;
-	struct srn_qp *qp = p->qp;
+	srn_lock(&qp->comp_lock);
+	if (!w->done) { /* not flushed meanwhile */
+		w->status = status;
+		w->done = 1;
+	}
+	srn_unlock(&qp->comp_lock);
+}
+
+/* Is this link where the QP's requests go? Answers come only there. */
+static bool srn_tcp_is_req_link(struct srn_tcp_link *l)
+{
+	struct srn_tcp_qp *tq = l->qp->tcpq;
+
+	return tq && __atomic_load_n(&tq->link, __ATOMIC_ACQUIRE) == l;
+}
+
+/* Every request up to and including psn is done at the target: their
+ * WQEs complete, in order. A READ or atomic cannot be acknowledged this
+ * way (its answer carries data). */
+static int srn_tcp_acked(struct srn_tcp_link *l, uint32_t psn)
+{
+	struct srn_qp *qp = l->qp;
+	/* acquire: pairs with the release in srn_tcp_execute */
+	uint32_t last = __atomic_load_n(&l->tx_psn, __ATOMIC_ACQUIRE) - 1;
+
+	if ((int32_t)(psn - (l->resp_psn - 1)) < 0 || (int32_t)(last - psn) < 0)
+		return -EPROTO; /* acknowledges what we never sent */
+	if (psn == l->resp_psn - 1)
+		return 0;
+	while (l->resp_psn != psn + 1) {
+		struct srn_swqe *w = srn_sq_wqe(qp, l->resp_pos);
+
+		/* acquire: pairs with the release in srn_tcp_execute */
+		if (__atomic_load_n(&w->psn, __ATOMIC_ACQUIRE) != l->resp_psn ||
+		    srn_tcp_wants_answer(w))
+			return -EPROTO;
+		srn_tcp_wqe_done(qp, w, IBV_WC_SUCCESS);
+		l->resp_pos++;
+		l->resp_psn++;
+	}
+	srn_req_complete(qp);
+	return 0;
+}
+
+int srn_tcp_req_on_ack(struct srn_tcp_link *l, uint32_t psn)
+{
+	return srn_tcp_is_req_link(l) ? srn_tcp_acked(l, psn) : -EPROTO;
+}
+
+/* An answer that is the WQE's own (READ_RESP, ATOMIC_RESP, a NAK): the
+ * requests before it are done, and this one is the next WQE. */
+static int srn_tcp_answer_head(struct srn_tcp_link *l,
+			       const struct srn_wire_hdr *h,
+			       struct srn_swqe **w_p)
+{
+	uint32_t last = __atomic_load_n(&l->tx_psn, __ATOMIC_ACQUIRE) - 1;
+	int err = srn_tcp_acked(l, h->psn - 1);
 	struct srn_swqe *w;
 
-	if (h->opcode == SRN_WOP_BYE)
-		return -ECONNRESET;
-	/* The answer may come back before the requester has moved sent
-	 * past the WQE: check against what was posted, and the psn. */
-	if (p->resp_pos >= __atomic_load_n(&qp->sq.prod, __ATOMIC_ACQUIRE))
-		return -EPROTO; /* an answer to nothing we asked */
-	w = srn_sq_wqe(qp, p->resp_pos);
+	if (err)
+		return err;
+	w = srn_sq_wqe(l->qp, l->resp_pos);
 	/* acquire: pairs with the release in srn_tcp_execute */
-	if (h->psn != __atomic_load_n(&w->psn, __ATOMIC_ACQUIRE))
+	if ((int32_t)(last - h->psn) < 0 || h->psn != l->resp_psn ||
+	    __atomic_load_n(&w->psn, __ATOMIC_ACQUIRE) != h->psn)
 		return -EPROTO;
-	p->resp_status = IBV_WC_SUCCESS;
-	if (h->opcode == SRN_WOP_ACK) {
-		p->resp_status = srn_tcp_status(h->aux);
+	*w_p = w;
+	return 0;
+}
+
+int srn_tcp_req_on_hdr(struct srn_tcp_link *l, const struct srn_wire_hdr *h,
+		       struct iovec *iov, unsigned *niov)
+{
+	struct srn_swqe *w;
+	int err;
+
+	if (!srn_tcp_is_req_link(l) || h->opcode == SRN_WOP_HELLO_ACK)
+		return -EPROTO;
+	if (h->opcode == SRN_WOP_ACK && h->aux == SRN_WS_OK)
+		return srn_tcp_acked(l, h->psn);
+	err = srn_tcp_answer_head(l, h, &w);
+	if (err)
+		return err;
+	if (h->opcode == SRN_WOP_ACK) { /* a NAK */
+		l->resp_status = srn_tcp_status(h->aux);
 		return 0;
 	}
 	if ((h->opcode == SRN_WOP_READ_RESP &&
@@ -205,64 +298,48 @@ static int srn_tcp_on_resp_hdr(void *ctx, const struct srn_wire_hdr *h,
 	    (h->opcode == SRN_WOP_ATOMIC_RESP &&
 	     !(srn_opcode_get(w->opcode)->flags & SRN_OP_REMOTE_ATOMIC)))
 		return -EPROTO;
+	l->resp_status = IBV_WC_SUCCESS;
 	/* the local SGEs were checked when the request left; check again
 	 * (an MR may have gone meanwhile) and land the data there */
-	if (srn_local_iov(qp, w, IBV_ACCESS_LOCAL_WRITE, iov, niov)) {
+	if (srn_local_iov(l->qp, w, IBV_ACCESS_LOCAL_WRITE, iov, niov)) {
 		*niov = 0;
-		p->resp_status = IBV_WC_LOC_PROT_ERR;
+		l->resp_status = IBV_WC_LOC_PROT_ERR;
 	}
 	return 0;
 }
 
-static int srn_tcp_on_resp(void *ctx, const struct srn_wire_hdr *h)
+int srn_tcp_req_on_msg(struct srn_tcp_link *l, const struct srn_wire_hdr *h)
 {
-	struct srn_tcp_peer *p = ctx;
-	struct srn_qp *qp = p->qp;
-	struct srn_swqe *w = srn_sq_wqe(qp, p->resp_pos);
+	struct srn_qp *qp = l->qp;
+	struct srn_swqe *w;
 
-	srn_lock(&qp->comp_lock);
-	if (!w->done) { /* not flushed meanwhile */
-		w->status = p->resp_status;
-		w->done = 1;
+	if (h->opcode == SRN_WOP_ACK && h->aux == SRN_WS_OK)
+		return 0; /* done in srn_tcp_req_on_hdr */
+	w = srn_sq_wqe(qp, l->resp_pos);
+	srn_tcp_wqe_done(qp, w, l->resp_status);
+	l->resp_pos++;
+	l->resp_psn++;
+	if (srn_tcp_wants_answer(w)) {
+		atomic_fetch_sub_explicit(&qp->tcpq->rd_out, 1,
+					  memory_order_release);
+		if (atomic_load_explicit(&qp->ctx->nstalled,
+					 memory_order_relaxed))
+			srn_progress_request_retry(); /* a credit stall */
 	}
-	srn_unlock(&qp->comp_lock);
-	p->resp_pos++;
 	srn_req_complete(qp);
-	if (p->resp_status != IBV_WC_SUCCESS)
+	if (l->resp_status != IBV_WC_SUCCESS)
 		srn_qp_async_error(qp);
 	return 0;
 }
 
-static const struct srn_wire_sink srn_tcp_resp_sink = {
-	.on_hdr = srn_tcp_on_resp_hdr,
-	.on_msg = srn_tcp_on_resp,
-};
-
-static void srn_tcp_on_readable(struct srn_pollable *pl, uint32_t events)
+/* The link went away: are requests of ours still unanswered? They never
+ * will be; the caller fails the QP (at once, or when its retries would
+ * have run out). */
+bool srn_tcp_req_down(struct srn_tcp_link *l)
 {
-	struct srn_tcp_peer *p = pl->priv;
-	int err = srn_wire_recv(&p->rx, pl->fd, &srn_tcp_resp_sink, p);
-	unsigned how;
-
-	if (!err && !(events & (EPOLLHUP | EPOLLERR)))
-		return;
-	srn_progress_del(pl);
-	/* BYE then end of stream: the peer QP was destroyed in order */
-	how = err == -ECONNRESET && p->rx.hdr.opcode == SRN_WOP_BYE ?
-		      SRN_TCP_CLOSED :
-		      SRN_TCP_DEAD;
-	/* release: pairs with the acquire in srn_tcp_execute */
-	atomic_store_explicit(&p->gone, how, memory_order_release);
-	if (how == SRN_TCP_DEAD)
-		srn_warn("QP 0x%06x: connection to %s lost (%s)",
-			 p->qp->ibqpx.qp_base.qp_num, p->desc,
-			 strerror(err ? -err : ECONNRESET));
-	/* Requests still unanswered never will be: like a device whose
-	 * retries run out, the QP fails. A quiet QP whose peer left in
-	 * order fails only when it next sends (RETRY_EXC_ERR). */
-	if (how == SRN_TCP_DEAD ||
-	    p->resp_pos != __atomic_load_n(&p->qp->sq.sent, __ATOMIC_ACQUIRE))
-		srn_qp_async_error(p->qp);
+	return srn_tcp_is_req_link(l) &&
+	       l->resp_pos != __atomic_load_n(&l->qp->sq.sent,
+					      __ATOMIC_ACQUIRE);
 }
 
 /* ---- connection ---- */
@@ -286,8 +363,7 @@ static int srn_tcp_hello(int fd, struct srn_qp *qp, uint32_t dqpn)
 			return k == 0 ? -ECONNRESET : -errno;
 		got += k;
 	}
-	if (srn_wire_hdr_check(&rep, false) != 0 ||
-	    rep.opcode != SRN_WOP_HELLO_ACK)
+	if (srn_wire_hdr_check(&rep) != 0 || rep.opcode != SRN_WOP_HELLO_ACK)
 		return -EPROTO;
 	return rep.aux ? -(int)(rep.aux & 0xfff) : 0;
 }
@@ -297,15 +373,14 @@ static int srn_tcp_dial(const union ibv_gid *dgid, uint32_t dqpn,
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET,
 				  .sin_port = htons(srn_tcp_port()) };
-	struct timeval tv = { 5, 0 };
+	struct timeval tv = { 5, 0 }, zero = { 0, 0 };
 	unsigned user_timeout_ms = SRN_TCP_USER_TIMEOUT_MS;
-	int one = 1, fd, err;
+	int fd, err;
 
 	memcpy(&sa.sin_addr.s_addr, dgid->raw + 12, 4);
 	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	/* a peer host that vanishes without a reset: data unacknowledged
 	 * for this long breaks the connection (then ERR, flush) */
 	setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms,
@@ -320,17 +395,27 @@ static int srn_tcp_dial(const union ibv_gid *dgid, uint32_t dqpn,
 		close(fd);
 		return err;
 	}
+	/* from now on sends block as long as TCP pushes back */
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &zero, sizeof(zero));
 	return fd;
 }
 
-static int srn_tcp_connect(struct srn_qp *qp, const struct ibv_qp_attr *attr)
+/* Who connects: the QP with the smaller (GID, QPN); both if it is one QP
+ * looped to itself. */
+static bool srn_tcp_we_dial(struct srn_qp *qp, const struct ibv_qp_attr *a)
 {
-	struct srn_tcp_peer *p = calloc(1, sizeof(*p));
+	int c = memcmp(srn_device_get()->gid.raw, a->ah_attr.grh.dgid.raw, 16);
+
+	return c < 0 || (c == 0 && qp->ibqpx.qp_base.qp_num <= a->dest_qp_num);
+}
+
+static int srn_tcp_connect_dial(struct srn_qp *qp, struct srn_tcp_qp *tq,
+				const struct ibv_qp_attr *attr)
+{
+	struct srn_tcp_link *l;
 	char ip[INET_ADDRSTRLEN];
 	int fd = -ECONNRESET, err;
 
-	if (!p)
-		return -ENOMEM;
 	/* a connection can land in a process that is just closing its
 	 * listener: try a few times */
 	for (int i = 0; i < 3 && (fd == -ECONNRESET || fd == -ECONNREFUSED);
@@ -342,51 +427,112 @@ static int srn_tcp_connect(struct srn_qp *qp, const struct ibv_qp_attr *attr)
 		srn_err("QP 0x%06x: connecting to QP 0x%06x at %s:%u: %s",
 			qp->ibqpx.qp_base.qp_num, attr->dest_qp_num, ip,
 			srn_tcp_port(), strerror(-fd));
-		free(p);
 		return fd == -ENOENT ? -EINVAL : fd;
 	}
-	p->qp = qp;
-	p->pl.fd = fd;
-	p->pl.fn = srn_tcp_on_readable;
-	p->pl.priv = p;
-	srn_wire_rx_init(&p->rx, false);
-	snprintf(p->desc, sizeof(p->desc), "tcp %s qpn 0x%06x", ip,
-		 attr->dest_qp_num);
-	qp->tcp_fd = fd;
-	qp->tpriv = p;
-	err = srn_progress_add(&p->pl, EPOLLIN | EPOLLRDHUP);
-	if (err) {
-		qp->tpriv = NULL;
+	l = srn_tcp_link_new(fd);
+	if (!l) {
 		close(fd);
-		free(p);
-		return err;
+		return -ENOMEM;
 	}
-	atomic_fetch_add_explicit(&srn_tcp_active, 1, memory_order_relaxed);
-	return 0;
+	memcpy(l->hello.src_gid, tq->dgid, 16);
+	l->hello.src_qpn = tq->dqpn;
+	snprintf(l->desc, sizeof(l->desc), "tcp %s qpn 0x%06x", ip,
+		 attr->dest_qp_num);
+	snprintf(tq->desc, sizeof(tq->desc), "%s", l->desc);
+	l->qp = qp;
+	pthread_mutex_lock(&qp->conn_lock);
+	srn_list_add_tail(&l->pl.link, &qp->tcp_conns);
+	__atomic_store_n(&tq->link, l, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&qp->conn_lock);
+	err = srn_tcp_link_add(l);
+	if (err) {
+		pthread_mutex_lock(&qp->conn_lock);
+		tq->link = NULL;
+		pthread_mutex_unlock(&qp->conn_lock);
+		srn_tcp_link_free(l);
+	}
+	return err;
+}
+
+/* The peer connects to us: its connection may be here already. */
+static void srn_tcp_connect_wait(struct srn_qp *qp, struct srn_tcp_qp *tq)
+{
+	struct srn_list *pos, *tmp;
+
+	snprintf(tq->desc, sizeof(tq->desc),
+		 "tcp (waiting for qpn 0x%06x to connect)", tq->dqpn);
+	pthread_mutex_lock(&qp->conn_lock);
+	qp->tcpq = tq;
+	srn_list_for_each_safe(pos, tmp, &qp->tcp_conns) {
+		struct srn_tcp_link *l =
+			container_of(pos, struct srn_tcp_link, pl.link);
+
+		if (l->hello.src_qpn == tq->dqpn &&
+		    !memcmp(l->hello.src_gid, tq->dgid, 16) &&
+		    !atomic_load_explicit(&l->gone, memory_order_acquire)) {
+			snprintf(tq->desc, sizeof(tq->desc), "%s", l->desc);
+			__atomic_store_n(&tq->link, l, __ATOMIC_RELEASE);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&qp->conn_lock);
+}
+
+static int srn_tcp_connect(struct srn_qp *qp, const struct ibv_qp_attr *attr)
+{
+	struct srn_tcp_qp *tq = calloc(1, sizeof(*tq));
+	int err = 0;
+
+	if (!tq)
+		return -ENOMEM;
+	memcpy(tq->dgid, attr->ah_attr.grh.dgid.raw, 16);
+	tq->dqpn = attr->dest_qp_num;
+	tq->dialer = srn_tcp_we_dial(qp, attr);
+	qp->tpriv = tq;
+	if (tq->dialer) {
+		pthread_mutex_lock(&qp->conn_lock);
+		qp->tcpq = tq;
+		pthread_mutex_unlock(&qp->conn_lock);
+		err = srn_tcp_connect_dial(qp, tq, attr);
+	} else {
+		srn_tcp_connect_wait(qp, tq);
+	}
+	if (err) {
+		pthread_mutex_lock(&qp->conn_lock);
+		qp->tcpq = NULL;
+		pthread_mutex_unlock(&qp->conn_lock);
+		qp->tpriv = NULL;
+		free(tq);
+	}
+	return err;
 }
 
 static void srn_tcp_disconnect(struct srn_qp *qp)
 {
-	struct srn_tcp_peer *p = qp->tpriv;
-	struct srn_wire_hdr h;
+	struct srn_tcp_qp *tq = qp->tpriv;
+	struct srn_tcp_link *l;
 
-	if (!p)
+	if (!tq)
 		return;
-	srn_progress_del(&p->pl);
-	srn_wire_hdr_init(&h, SRN_WOP_BYE, 0, 0);
-	send(p->pl.fd, &h, sizeof(h), MSG_NOSIGNAL | MSG_DONTWAIT);
-	close(p->pl.fd);
-	free(p);
+	srn_progress_lock(); /* no receive side runs on the link now */
+	pthread_mutex_lock(&qp->conn_lock);
+	l = tq->link;
+	qp->tcpq = NULL;
+	pthread_mutex_unlock(&qp->conn_lock);
+	if (l) {
+		srn_tcp_link_bye(l);
+		srn_tcp_link_free(l);
+	}
+	srn_progress_unlock();
+	free(tq);
 	qp->tpriv = NULL;
-	qp->tcp_fd = -1;
-	atomic_fetch_sub_explicit(&srn_tcp_active, 1, memory_order_relaxed);
 }
 
 static const char *srn_tcp_describe(struct srn_qp *qp)
 {
-	struct srn_tcp_peer *p = qp->tpriv;
+	struct srn_tcp_qp *tq = qp->tpriv;
 
-	return p ? p->desc : "tcp (not connected)";
+	return tq ? tq->desc : "tcp (not connected)";
 }
 
 const struct srn_transport_ops srn_tcp_transport_ops = {

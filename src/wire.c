@@ -20,11 +20,11 @@ const char *const srn_wire_op_names[] = {
 	[SRN_WOP_ATOMIC_RESP] = "ATOMIC_RESP", [SRN_WOP_BYE] = "BYE",
 };
 
-static bool srn_wire_is_request(unsigned op)
+/* The operations that take a request sequence number. */
+bool srn_wire_is_request(unsigned op)
 {
-	return op == SRN_WOP_HELLO || op == SRN_WOP_SEND ||
-	       op == SRN_WOP_WRITE || op == SRN_WOP_READ_REQ ||
-	       op == SRN_WOP_ATOMIC || op == SRN_WOP_BYE;
+	return op == SRN_WOP_SEND || op == SRN_WOP_WRITE ||
+	       op == SRN_WOP_READ_REQ || op == SRN_WOP_ATOMIC;
 }
 
 /* The payload length a valid header announces, or -EPROTO. */
@@ -53,28 +53,35 @@ static int64_t srn_wire_payload_len(const struct srn_wire_hdr *h)
 }
 
 /*
- * Static checks of a header: magic, version, opcode, flags, lengths, and
- * direction (a connection carries requests one way, responses the other).
+ * Static checks of a header: magic, version, opcode, flags, reserved
+ * bits, lengths. Whether the message makes sense where it arrives (a
+ * response to nothing, HELLO twice) is for the transport to check.
  * Returns the payload length that follows, or -EPROTO.
  */
-int64_t srn_wire_hdr_check(const struct srn_wire_hdr *h, bool requests)
+int64_t srn_wire_hdr_check(const struct srn_wire_hdr *h)
 {
 	if (h->magic != SRN_WIRE_MAGIC || h->version != SRN_WIRE_VERSION)
 		return -EPROTO;
 	if (!h->opcode || h->opcode >= SRN_WOP_NR)
 		return -EPROTO;
-	if (h->flags & ~SRN_WF_ALL)
+	if ((h->flags & ~SRN_WF_ALL) || h->rsvd)
 		return -EPROTO;
-	if (srn_wire_is_request(h->opcode) != requests &&
-	    h->opcode != SRN_WOP_BYE)
+	if ((h->flags & SRN_WF_ACK) ? h->opcode == SRN_WOP_HELLO ||
+					      h->opcode == SRN_WOP_HELLO_ACK :
+				      h->ack_psn != 0)
 		return -EPROTO;
 	return srn_wire_payload_len(h);
 }
 
-void srn_wire_rx_init(struct srn_wire_rx *rx, bool requests)
+void srn_wire_rx_init(struct srn_wire_rx *rx)
 {
-	memset(rx, 0, sizeof(*rx));
-	rx->requests = requests;
+	rx->hdr_have = 0;
+	rx->next_psn = 0;
+	rx->payload_left = 0;
+	rx->niov = rx->iov_idx = 0;
+	rx->iov_off = 0;
+	rx->hdr_checked = rx->sink_ready = false;
+	rx->stage_off = rx->stage_len = 0;
 }
 
 /* A complete header: check it and its sequence number (once), then ask
@@ -86,11 +93,10 @@ static int srn_wire_rx_hdr(struct srn_wire_rx *rx, const struct srn_wire_sink *s
 	int err;
 
 	if (!rx->hdr_checked) {
-		len = srn_wire_hdr_check(&rx->hdr, rx->requests);
+		len = srn_wire_hdr_check(&rx->hdr);
 		if (len < 0)
 			return (int)len;
-		if (rx->requests && rx->hdr.opcode != SRN_WOP_BYE &&
-		    rx->hdr.opcode != SRN_WOP_HELLO) {
+		if (srn_wire_is_request(rx->hdr.opcode)) {
 			if (rx->hdr.psn != rx->next_psn)
 				return -EPROTO; /* TCP neither loses nor
 						 * reorders */
@@ -98,6 +104,9 @@ static int srn_wire_rx_hdr(struct srn_wire_rx *rx, const struct srn_wire_sink *s
 		}
 		rx->hdr_checked = true;
 		rx->payload_left = (uint64_t)len;
+		if ((rx->hdr.flags & SRN_WF_ACK) && s->on_ack &&
+		    (err = s->on_ack(ctx, rx->hdr.ack_psn)))
+			return err;
 	}
 	rx->niov = 0;
 	rx->iov_idx = 0;
@@ -145,18 +154,32 @@ static int srn_wire_rx_done(struct srn_wire_rx *rx,
 	return s->on_msg(ctx, &rx->hdr);
 }
 
+/* After a pause: ask the sink again where the payload goes. */
+static int srn_wire_rx_resume(struct srn_wire_rx *rx,
+			      const struct srn_wire_sink *s, void *ctx)
+{
+	int err = srn_wire_rx_hdr(rx, s, ctx);
+
+	if (!err && !rx->payload_left)
+		err = srn_wire_rx_done(rx, s, ctx);
+	return err;
+}
+
 /*
- * Feeds n bytes of the stream. Returns n (everything consumed) or -errno
- * (a protocol violation, or the sink refused): the connection must then be
- * dropped.
+ * Feeds n bytes of the stream. Returns 0 with *used_p = n, -EAGAIN when
+ * the sink paused the parser (*used_p bytes were consumed; feed the rest
+ * later), or another -errno: a protocol violation or the sink refused,
+ * and the connection must be dropped.
  */
-ssize_t srn_wire_feed(struct srn_wire_rx *rx, const uint8_t *buf, size_t n,
-		      const struct srn_wire_sink *s, void *ctx)
+int srn_wire_feed(struct srn_wire_rx *rx, const uint8_t *buf, size_t n,
+		  const struct srn_wire_sink *s, void *ctx, size_t *used_p)
 {
 	size_t used = 0;
-	int err;
+	int err = 0;
 
-	while (used < n) {
+	if (rx->hdr_have == sizeof(rx->hdr) && !rx->sink_ready)
+		err = srn_wire_rx_resume(rx, s, ctx);
+	while (!err && used < n) {
 		if (rx->hdr_have < sizeof(rx->hdr)) {
 			size_t k = sizeof(rx->hdr) - rx->hdr_have;
 
@@ -168,12 +191,6 @@ ssize_t srn_wire_feed(struct srn_wire_rx *rx, const uint8_t *buf, size_t n,
 			if (rx->hdr_have < sizeof(rx->hdr))
 				break;
 			err = srn_wire_rx_hdr(rx, s, ctx);
-			if (err)
-				return err;
-		} else if (!rx->sink_ready) {
-			err = srn_wire_rx_hdr(rx, s, ctx);
-			if (err)
-				return err;
 		} else {
 			uint8_t *dst;
 			size_t k = srn_wire_rx_dst(rx, &dst);
@@ -184,72 +201,86 @@ ssize_t srn_wire_feed(struct srn_wire_rx *rx, const uint8_t *buf, size_t n,
 			srn_wire_rx_advance(rx, !dst, k);
 			used += k;
 		}
-		if (rx->hdr_have == sizeof(rx->hdr) && !rx->payload_left) {
+		if (!err && rx->hdr_have == sizeof(rx->hdr) &&
+		    !rx->payload_left)
 			err = srn_wire_rx_done(rx, s, ctx);
-			if (err)
-				return err;
-		}
 	}
-	return (ssize_t)used;
+	*used_p = used;
+	return err;
 }
 
-/* Payload bytes from the socket straight into their destination. */
-static ssize_t srn_wire_recv_payload(struct srn_wire_rx *rx, int fd)
+/* A large payload goes from the socket straight into its destination. */
+static bool srn_wire_rx_direct(struct srn_wire_rx *rx, uint8_t **dst,
+			       size_t *k)
 {
-	uint8_t scratch[4096], *dst;
-	size_t k = srn_wire_rx_dst(rx, &dst);
-	ssize_t got;
+	if (!rx->sink_ready || rx->payload_left < SRN_WIRE_DIRECT_MIN)
+		return false;
+	*k = srn_wire_rx_dst(rx, dst);
+	return *dst && *k >= SRN_WIRE_DIRECT_MIN;
+}
 
-	if (!dst && k > sizeof(scratch))
-		k = sizeof(scratch);
-	got = recv(fd, dst ? dst : scratch, k, MSG_DONTWAIT);
-	if (got > 0)
-		srn_wire_rx_advance(rx, !dst, (size_t)got);
-	return got;
+/* Parses what is staged; -EAGAIN: paused, the rest stays staged. */
+static int srn_wire_rx_staged(struct srn_wire_rx *rx,
+			      const struct srn_wire_sink *s, void *ctx)
+{
+	size_t used = 0;
+	int err = srn_wire_feed(rx, rx->stage + rx->stage_off,
+				rx->stage_len - rx->stage_off, s, ctx, &used);
+
+	rx->stage_off += (uint32_t)used;
+	return err;
 }
 
 /*
- * Reads what the socket has and runs the parser over it. Returns 0 when
- * the socket has nothing more for now, -EAGAIN when the sink paused the
- * parser (call again later), -ECONNRESET at end of stream, or another
- * -errno on error.
+ * Reads what the socket has and runs the parser over it: headers and
+ * small payloads with one recv into the stage (then copied), large
+ * payloads with recv straight into their destination. Returns 0 when the
+ * socket has nothing more for now (a short read counts as that: epoll is
+ * level-triggered), -EAGAIN when the sink paused the parser (call again
+ * later), -ECONNRESET at end of stream, or another -errno on error.
  */
 int srn_wire_recv(struct srn_wire_rx *rx, int fd,
 		  const struct srn_wire_sink *s, void *ctx)
 {
 	for (;;) {
+		bool direct, drained;
+		uint8_t *dst;
+		size_t k = 0;
 		ssize_t got;
 		int err;
 
-		if (rx->hdr_have == sizeof(rx->hdr) && !rx->sink_ready) {
-			err = srn_wire_rx_hdr(rx, s, ctx);
+		if (rx->stage_off < rx->stage_len ||
+		    (rx->hdr_have == sizeof(rx->hdr) && !rx->sink_ready)) {
+			err = srn_wire_rx_staged(rx, s, ctx);
 			if (err)
 				return err;
+		}
+		direct = srn_wire_rx_direct(rx, &dst, &k);
+		if (!direct) {
+			dst = rx->stage;
+			k = sizeof(rx->stage);
+		}
+		got = recv(fd, dst, k, MSG_DONTWAIT);
+		if (got == 0)
+			return -ECONNRESET;
+		if (got < 0) {
+			if (errno == EINTR)
+				continue;
+			return errno == EAGAIN ? 0 : -errno;
+		}
+		drained = (size_t)got < k;
+		if (direct) {
+			srn_wire_rx_advance(rx, false, (size_t)got);
 			if (!rx->payload_left &&
 			    (err = srn_wire_rx_done(rx, s, ctx)))
 				return err;
-			continue;
-		}
-		if (rx->hdr_have < sizeof(rx->hdr)) {
-			got = recv(fd, (uint8_t *)&rx->hdr + rx->hdr_have,
-				   sizeof(rx->hdr) - rx->hdr_have, MSG_DONTWAIT);
-			if (got > 0) {
-				rx->hdr_have += got;
-				if (rx->hdr_have == sizeof(rx->hdr)) {
-					err = srn_wire_rx_hdr(rx, s, ctx);
-					if (err)
-						return err;
-				}
-			}
 		} else {
-			got = srn_wire_recv_payload(rx, fd);
+			rx->stage_off = 0;
+			rx->stage_len = (uint32_t)got;
+			if ((err = srn_wire_rx_staged(rx, s, ctx)))
+				return err;
 		}
-		if (got == 0)
-			return -ECONNRESET;
-		if (got < 0)
-			return errno == EAGAIN ? 0 : -errno;
-		if (rx->hdr_have == sizeof(rx->hdr) && !rx->payload_left &&
-		    (err = srn_wire_rx_done(rx, s, ctx)))
-			return err;
+		if (drained)
+			return 0;
 	}
 }

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * libFuzzer target for the wire parser: arbitrary bytes, cut at arbitrary
- * points, fed as a request stream or a response stream. The parser must
+ * points, with a sink that pauses now and then. The parser must
  * never crash, read or write out of bounds, or hang; ASan and UBSan watch.
  */
 #include <errno.h>
@@ -25,34 +25,52 @@ static int on_hdr(void *ctx, const struct srn_wire_hdr *h, struct iovec *iov,
 	iov[1].iov_base = dest + a;
 	iov[1].iov_len = b;
 	*niov = 2;
+	if (h->opcode == SRN_WOP_SEND && (h->psn & 1) && !(*(unsigned *)ctx & 1))
+		return -EAGAIN; /* pause now and then */
 	return h->opcode == SRN_WOP_BYE ? -ECONNRESET : 0;
+}
+
+static int on_ack(void *ctx, uint32_t psn)
+{
+	return psn == 0xdead ? -EPROTO : 0;
 }
 
 static int on_msg(void *ctx, const struct srn_wire_hdr *h)
 {
-	(*(unsigned *)ctx)++;
+	(*(unsigned *)ctx) += 2;
 	return 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static const struct srn_wire_sink sink = { on_hdr, on_msg };
-	struct srn_wire_rx rx;
-	unsigned msgs = 0;
+	static const struct srn_wire_sink sink = { on_hdr, on_msg, on_ack };
+	static struct srn_wire_rx rx;
+	unsigned msgs = 0, pauses = 0;
 	size_t off = 2;
 
 	if (size < 2)
 		return 0;
-	srn_wire_rx_init(&rx, data[0] & 1);
+	srn_wire_rx_init(&rx);
 	while (off < size) {
-		size_t chunk = 1 + (data[1] ^ off) % 64;
+		size_t chunk = 1 + (data[1] ^ off) % 64, used = 0;
+		int err;
 
 		if (chunk > size - off)
 			chunk = size - off;
-		if (srn_wire_feed(&rx, data + off, chunk, &sink, &msgs) < 0)
+		err = srn_wire_feed(&rx, data + off, chunk, &sink, &msgs, &used);
+		if (used > chunk)
+			__builtin_trap();
+		off += used;
+		if (err == -EAGAIN) {
+			msgs |= 1; /* the next try goes through */
+			if (++pauses > size)
+				__builtin_trap(); /* no progress: a hang */
+			continue;
+		}
+		msgs &= ~1u;
+		if (err)
 			break;
-		off += chunk;
 	}
 	return 0;
 }
