@@ -167,7 +167,7 @@ int side_connect(struct side *s, const struct peer_info *peer,
 	a.retry_cnt = o->retry_cnt;
 	a.rnr_retry = o->rnr_retry;
 	a.sq_psn = 0;
-	a.max_rd_atomic = 16;
+	a.max_rd_atomic = o->max_rd_atomic ? o->max_rd_atomic : 16;
 	return ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
 						IBV_QP_RETRY_CNT |
 						IBV_QP_RNR_RETRY |

@@ -69,6 +69,7 @@ struct side_opts {
 	bool sig_all;
 	bool use_srq;
 	uint8_t rnr_retry, min_rnr_timer, retry_cnt, timeout;
+	uint8_t max_rd_atomic; /* 0: 16 */
 };
 
 struct peer_info {

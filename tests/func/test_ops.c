@@ -247,6 +247,64 @@ static int read_target(struct chan *c, void *arg)
 	return t_failures;
 }
 
+/* ---- a window of READs wider than max_rd_atomic ---- */
+
+/* 48 READs of 4 KiB and 16 WRITEs, interleaved, with max_rd_atomic 1:
+ * the READs beyond the limit wait in the send queue (tcp) and everything
+ * completes, in order, with the right data. */
+static int rdwin_init(struct chan *c, void *arg)
+{
+	struct side_opts o = opts;
+	struct side s;
+	struct peer_info p;
+	int n = 0, bad_order = 0, diff = 0;
+
+	o.max_rd_atomic = 1;
+	REQUIRE(!side_pair(&s, &o, c, &p), "setup");
+	chan_barrier(c); /* target filled its buffer */
+	for (int i = 0; i < 64; i++) {
+		bool rd = i % 4 != 3;
+		int k = rd ? i - i / 4 : i / 4; /* READ k, WRITE k */
+
+		CHECK(!post_send1(s.qp, rd ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE,
+				  s.buf + (rd ? k * 4096 : 512 * 1024 + k * 8),
+				  rd ? 4096 : 8, s.mr->lkey,
+				  p.addr + (rd ? k * 4096 : 512 * 1024 + k * 8),
+				  p.rkey, IBV_SEND_SIGNALED, i),
+		      "post %d", i);
+	}
+	while (n < 64) {
+		struct ibv_wc wc;
+
+		if (poll_one(s.cq, &wc, T) || wc.status != IBV_WC_SUCCESS) {
+			CHECK(0, "wc %d: %s", n, ibv_wc_status_str(wc.status));
+			break;
+		}
+		bad_order += wc.wr_id != (uint64_t)n++;
+	}
+	CHECK(!bad_order, "%d completions out of order", bad_order);
+	for (int i = 0; i < 48 * 4096; i++)
+		diff += s.buf[i] != (uint8_t)(i * 13);
+	CHECK(!diff, "%d read bytes differ", diff);
+	chan_barrier(c);
+	side_close(&s);
+	return t_failures;
+}
+
+static int rdwin_target(struct chan *c, void *arg)
+{
+	struct side s;
+	struct peer_info p;
+
+	REQUIRE(!side_pair(&s, &opts, c, &p), "setup");
+	for (int i = 0; i < 48 * 4096; i++)
+		s.buf[i] = (uint8_t)(i * 13);
+	chan_barrier(c);
+	chan_barrier(c);
+	side_close(&s);
+	return t_failures;
+}
+
 /* ---- unsignaled and sq_sig_all ---- */
 static int unsig_init(struct chan *c, void *arg)
 {
@@ -299,6 +357,8 @@ int main(int argc, char **argv)
 	RUN("send_sge+imm+inline", send_init, send_target, NULL, m, pass,
 	    fail);
 	RUN("rdma_read+atomics", read_init, read_target, NULL, m, pass, fail);
+	RUN("read_window>max_rd_atomic", rdwin_init, rdwin_target, NULL, m,
+	    pass, fail);
 	RUN("unsignaled", unsig_init, idle_target, NULL, m, pass, fail);
 	RUN("sq_sig_all", unsig_init, idle_target, (void *)1, m, pass, fail);
 	return test_summary(pass, fail);
