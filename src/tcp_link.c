@@ -108,7 +108,7 @@ void srn_tcp_link_bind(struct srn_tcp_link *l, struct srn_qp *qp)
 	l->qp = qp;
 	pthread_mutex_lock(&qp->conn_lock);
 	srn_list_add_tail(&l->pl.link, &qp->tcp_conns);
-	tq = qp->tcpq;
+	tq = qp->tcpq; /* conn_lock held */
 	if (tq && !tq->dialer && !tq->link && tq->dqpn == l->hello.src_qpn &&
 	    !memcmp(tq->dgid, l->hello.src_gid, 16)) {
 		snprintf(tq->desc, sizeof(tq->desc), "%s", l->desc);
@@ -192,10 +192,12 @@ static int srn_tcp_send_answer(struct srn_tcp_link *l, bool block)
 	}
 	l->ans_off = 0;
 	/* an answer acknowledges every request up to its own */
-	if (a->op != SRN_WOP_ACK || a->status == SRN_WS_OK)
-		l->ack_sent = a->psn;
-	else
-		l->ack_sent = a->psn - 1;
+	/* relaxed: read as a hint by srn_tcp_after_rx */
+	__atomic_store_n(&l->ack_sent,
+			 a->op != SRN_WOP_ACK || a->status == SRN_WS_OK ?
+				 a->psn :
+				 a->psn - 1,
+			 __ATOMIC_RELAXED);
 	/* release: pairs with the acquire in srn_tcp_link_answer */
 	__atomic_store_n(&l->ansq_head, l->ansq_head + 1, __ATOMIC_RELEASE);
 	return 0;
@@ -235,7 +237,7 @@ static int srn_tcp_drain(struct srn_tcp_link *l, bool block, bool ack)
 			if (err)
 				return err;
 		}
-		l->ack_sent = a;
+		__atomic_store_n(&l->ack_sent, a, __ATOMIC_RELAXED);
 	}
 	return 0;
 }
@@ -268,7 +270,7 @@ int srn_tcp_link_request(struct srn_tcp_link *l, struct srn_wire_hdr *h,
 		if (a != l->ack_sent) {
 			h->flags |= SRN_WF_ACK;
 			h->ack_psn = a;
-			l->ack_sent = a;
+			__atomic_store_n(&l->ack_sent, a, __ATOMIC_RELAXED);
 		}
 		err = srn_tcp_sendv(l->pl.fd, iov, n);
 	}
@@ -303,10 +305,11 @@ static void srn_tcp_tx_kick(struct srn_tcp_link *l)
  * file). */
 static void srn_tcp_after_rx(struct srn_tcp_link *l)
 {
-	bool answers = l->ansq_head != __atomic_load_n(&l->ansq_tail,
-						       __ATOMIC_RELAXED);
+	/* hints, read without tx_lock: rechecked under it */
+	bool answers = __atomic_load_n(&l->ansq_head, __ATOMIC_RELAXED) !=
+		       __atomic_load_n(&l->ansq_tail, __ATOMIC_RELAXED);
 	bool owed = __atomic_load_n(&l->done_psn, __ATOMIC_RELAXED) !=
-		    l->ack_sent; /* a hint: rechecked under tx_lock */
+		    __atomic_load_n(&l->ack_sent, __ATOMIC_RELAXED);
 	uint32_t tx = __atomic_load_n(&l->tx_psn, __ATOMIC_RELAXED);
 	bool talking = tx != l->rx_seen_tx_psn;
 
@@ -469,7 +472,8 @@ static void srn_tcp_link_down(struct srn_tcp_link *l, int err)
 				 qp->ibqpx.qp_base.qp_num, l->hello.src_qpn,
 				 l->desc, strerror(err ? -err : ECONNRESET));
 		pthread_mutex_lock(&qp->conn_lock);
-		keep = qp->tcpq && qp->tcpq->link == l;
+		keep = qp->tcpq && __atomic_load_n(&qp->tcpq->link,
+						   __ATOMIC_RELAXED) == l;
 		pthread_mutex_unlock(&qp->conn_lock);
 		if (how == SRN_TCP_DEAD && err != -ECONNABORTED)
 			srn_qp_async_error(qp);

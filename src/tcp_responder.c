@@ -396,7 +396,10 @@ void srn_tcp_unlisten(struct srn_qp *qp)
 		struct srn_tcp_link *c =
 			container_of(pos, struct srn_tcp_link, pl.link);
 
-		if (qp->tcpq && qp->tcpq->link == c)
+		struct srn_tcp_qp *tq =
+			__atomic_load_n(&qp->tcpq, __ATOMIC_ACQUIRE);
+
+		if (tq && __atomic_load_n(&tq->link, __ATOMIC_ACQUIRE) == c)
 			continue;
 		srn_tcp_link_bye(c);
 		srn_tcp_link_free(c);

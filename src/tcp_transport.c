@@ -217,7 +217,9 @@ static void srn_tcp_wqe_done(struct srn_qp *qp, struct srn_swqe *w,
 /* Is this link where the QP's requests go? Answers come only there. */
 static bool srn_tcp_is_req_link(struct srn_tcp_link *l)
 {
-	struct srn_tcp_qp *tq = l->qp->tcpq;
+	/* acquire: pairs with the releases in srn_tcp_connect (tq is freed
+	 * only under the progress lock, which we hold) */
+	struct srn_tcp_qp *tq = __atomic_load_n(&l->qp->tcpq, __ATOMIC_ACQUIRE);
 
 	return tq && __atomic_load_n(&tq->link, __ATOMIC_ACQUIRE) == l;
 }
@@ -320,7 +322,10 @@ int srn_tcp_req_on_msg(struct srn_tcp_link *l, const struct srn_wire_hdr *h)
 	l->resp_pos++;
 	l->resp_psn++;
 	if (srn_tcp_wants_answer(w)) {
-		atomic_fetch_sub_explicit(&qp->tcpq->rd_out, 1,
+		struct srn_tcp_qp *tq =
+			__atomic_load_n(&qp->tcpq, __ATOMIC_ACQUIRE);
+
+		atomic_fetch_sub_explicit(&tq->rd_out, 1,
 					  memory_order_release);
 		if (atomic_load_explicit(&qp->ctx->nstalled,
 					 memory_order_relaxed))
@@ -447,7 +452,7 @@ static int srn_tcp_connect_dial(struct srn_qp *qp, struct srn_tcp_qp *tq,
 	err = srn_tcp_link_add(l);
 	if (err) {
 		pthread_mutex_lock(&qp->conn_lock);
-		tq->link = NULL;
+		__atomic_store_n(&tq->link, NULL, __ATOMIC_RELEASE);
 		pthread_mutex_unlock(&qp->conn_lock);
 		srn_tcp_link_free(l);
 	}
@@ -462,7 +467,7 @@ static void srn_tcp_connect_wait(struct srn_qp *qp, struct srn_tcp_qp *tq)
 	snprintf(tq->desc, sizeof(tq->desc),
 		 "tcp (waiting for qpn 0x%06x to connect)", tq->dqpn);
 	pthread_mutex_lock(&qp->conn_lock);
-	qp->tcpq = tq;
+	__atomic_store_n(&qp->tcpq, tq, __ATOMIC_RELEASE);
 	srn_list_for_each_safe(pos, tmp, &qp->tcp_conns) {
 		struct srn_tcp_link *l =
 			container_of(pos, struct srn_tcp_link, pl.link);
@@ -491,16 +496,18 @@ static int srn_tcp_connect(struct srn_qp *qp, const struct ibv_qp_attr *attr)
 	qp->tpriv = tq;
 	if (tq->dialer) {
 		pthread_mutex_lock(&qp->conn_lock);
-		qp->tcpq = tq;
+		__atomic_store_n(&qp->tcpq, tq, __ATOMIC_RELEASE);
 		pthread_mutex_unlock(&qp->conn_lock);
 		err = srn_tcp_connect_dial(qp, tq, attr);
 	} else {
 		srn_tcp_connect_wait(qp, tq);
 	}
 	if (err) {
+		srn_progress_lock(); /* no receive side looks at tq now */
 		pthread_mutex_lock(&qp->conn_lock);
-		qp->tcpq = NULL;
+		__atomic_store_n(&qp->tcpq, NULL, __ATOMIC_RELEASE);
 		pthread_mutex_unlock(&qp->conn_lock);
+		srn_progress_unlock();
 		qp->tpriv = NULL;
 		free(tq);
 	}
@@ -517,7 +524,7 @@ static void srn_tcp_disconnect(struct srn_qp *qp)
 	srn_progress_lock(); /* no receive side runs on the link now */
 	pthread_mutex_lock(&qp->conn_lock);
 	l = tq->link;
-	qp->tcpq = NULL;
+	__atomic_store_n(&qp->tcpq, NULL, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&qp->conn_lock);
 	if (l) {
 		srn_tcp_link_bye(l);
