@@ -135,6 +135,19 @@ static bool srn_tcp_credit(struct srn_qp *qp, struct srn_tcp_qp *tq)
 	return atomic_load_explicit(&tq->rd_out, memory_order_acquire) < max;
 }
 
+/* The payload of a READ or atomic request: the operands, or nothing. */
+static unsigned srn_tcp_atomic_iov(const struct srn_swqe *w,
+				   struct srn_wire_atomic *at, struct iovec *iov)
+{
+	if (!(srn_opcode_get(w->opcode)->flags & SRN_OP_REMOTE_ATOMIC))
+		return 0;
+	at->compare_add = w->compare_add;
+	at->swap = w->swap;
+	iov->iov_base = at;
+	iov->iov_len = sizeof(*at);
+	return 1;
+}
+
 static int srn_tcp_execute(struct srn_qp *qp, const struct srn_swqe *cw,
 			   enum ibv_wc_status *status, enum srn_stall *stall)
 {
@@ -178,14 +191,7 @@ static int srn_tcp_execute(struct srn_qp *qp, const struct srn_swqe *cw,
 	iov[0].iov_base = &h;
 	iov[0].iov_len = sizeof(h);
 	if (answer) { /* READ/atomic: only the request goes out */
-		n = 0;
-		if (srn_opcode_get(w->opcode)->flags & SRN_OP_REMOTE_ATOMIC) {
-			at.compare_add = w->compare_add;
-			at.swap = w->swap;
-			iov[1].iov_base = &at;
-			iov[1].iov_len = sizeof(at);
-			n = 1;
-		}
+		n = srn_tcp_atomic_iov(w, &at, iov + 1);
 		atomic_fetch_add_explicit(&tq->rd_out, 1, memory_order_relaxed);
 	}
 	if (srn_tcp_link_request(l, &h, iov, n + 1)) {
