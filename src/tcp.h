@@ -98,6 +98,7 @@ void srn_wire_hdr_init(struct srn_wire_hdr *h, unsigned op, uint32_t psn,
 /* tcp_link.c: connections, their receive dispatch and their send side */
 struct srn_tcp_link *srn_tcp_link_new(int fd);
 void srn_tcp_link_free(struct srn_tcp_link *l);
+void srn_tcp_link_name(struct srn_tcp_link *l);
 int srn_tcp_link_add(struct srn_tcp_link *l);
 void srn_tcp_link_bind(struct srn_tcp_link *l, struct srn_qp *qp);
 void srn_tcp_link_bye(struct srn_tcp_link *l);

@@ -21,6 +21,7 @@
  * acknowledges at once.
  */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -62,6 +63,16 @@ struct srn_tcp_link *srn_tcp_link_new(int fd)
 	l->ack_sent = UINT32_MAX;
 	atomic_fetch_add_explicit(&srn_tcp_active, 1, memory_order_relaxed);
 	return l;
+}
+
+/* "tcp <peer ip> qpn <peer qpn>", from the peer's HELLO fields. */
+void srn_tcp_link_name(struct srn_tcp_link *l)
+{
+	char ip[INET_ADDRSTRLEN];
+
+	inet_ntop(AF_INET, l->hello.src_gid + 12, ip, sizeof(ip));
+	snprintf(l->desc, sizeof(l->desc), "tcp %s qpn 0x%06x", ip,
+		 l->hello.src_qpn);
 }
 
 /* The epoll interest follows the pause and the send side's needs. Under

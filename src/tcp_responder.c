@@ -342,11 +342,7 @@ static int srn_tcp_hello_done(struct srn_tcp_link *c)
 	int err;
 
 	if (qp) {
-		char ip[INET_ADDRSTRLEN];
-
-		inet_ntop(AF_INET, c->hello.src_gid + 12, ip, sizeof(ip));
-		snprintf(c->desc, sizeof(c->desc), "tcp %s qpn 0x%06x", ip,
-			 c->hello.src_qpn);
+		srn_tcp_link_name(c);
 		err = srn_tcp_hello_ack(c, 0);
 		if (!err)
 			srn_tcp_link_bind(c, qp);
@@ -364,15 +360,12 @@ int srn_tcp_adopt(struct srn_qp *qp, int fd,
 		  const struct srn_wire_hello *hello)
 {
 	struct srn_tcp_link *c = srn_tcp_link_new(fd);
-	char ip[INET_ADDRSTRLEN];
 	int err;
 
 	if (!c)
 		return -ENOMEM;
 	c->hello = *hello;
-	inet_ntop(AF_INET, c->hello.src_gid + 12, ip, sizeof(ip));
-	snprintf(c->desc, sizeof(c->desc), "tcp %s qpn 0x%06x", ip,
-		 c->hello.src_qpn);
+	srn_tcp_link_name(c);
 	err = srn_tcp_hello_ack(c, 0);
 	if (!err)
 		err = srn_tcp_link_add(c);

@@ -447,8 +447,7 @@ static int srn_tcp_connect_dial(struct srn_qp *qp, struct srn_tcp_qp *tq,
 	}
 	memcpy(l->hello.src_gid, tq->dgid, 16);
 	l->hello.src_qpn = tq->dqpn;
-	snprintf(l->desc, sizeof(l->desc), "tcp %s qpn 0x%06x", ip,
-		 attr->dest_qp_num);
+	srn_tcp_link_name(l);
 	snprintf(tq->desc, sizeof(tq->desc), "%s", l->desc);
 	l->qp = qp;
 	pthread_mutex_lock(&qp->conn_lock);
