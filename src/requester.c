@@ -21,6 +21,7 @@ const char *const srn_stall_names[] = {
 	[SRN_STALL_RNR] = "RNR",
 	[SRN_STALL_NOT_READY] = "peer not ready",
 	[SRN_STALL_CREDIT] = "max_rd_atomic in flight",
+	[SRN_STALL_FETCH] = "MR fetch",
 };
 
 /* IBTA RNR NAK timer encoding, in units of 10 us (0 means 655.36 ms). */
@@ -91,11 +92,11 @@ static bool srn_req_stall(struct srn_qp *qp, enum srn_stall why,
 {
 	uint64_t now = srn_now_ns();
 
-	if (qp->stall == SRN_STALL_NONE) {
+	if (qp->stall != why) { /* a new reason counts its own retries */
+		srn_req_unstall(qp);
 		srn_req_stall_start(qp, why, now);
 		return false;
 	}
-	qp->stall = why;
 	if (now < qp->stall_deadline_ns)
 		return false; /* an early retry (kick or poll): free */
 	if (!srn_req_retries_infinite(qp) && qp->stall_retries-- == 0) {

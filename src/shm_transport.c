@@ -46,8 +46,8 @@ static int srn_pvm_copy(struct srn_peer *p, const struct iovec *local,
 static int srn_remote_fail(struct srn_peer *p, int err,
 			   enum ibv_wc_status *status, enum srn_stall *stall)
 {
-	if (err == -EAGAIN) {
-		*stall = SRN_STALL_NOT_READY;
+	if (err == -EAGAIN) { /* only an application thread may fetch */
+		*stall = SRN_STALL_FETCH;
 		return -EAGAIN;
 	}
 	if (err == -EACCES) {

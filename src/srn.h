@@ -380,6 +380,9 @@ enum srn_stall {
 	SRN_STALL_RNR, /* no receive WQE at the target */
 	SRN_STALL_NOT_READY, /* target not in RTR/RTS yet */
 	SRN_STALL_CREDIT, /* max_rd_atomic READs/atomics in flight */
+	SRN_STALL_FETCH, /* a peer's MR must be fetched by an application
+			  * thread (its next poll or post); bounded as
+			  * NOT_READY, by timeout x retry_cnt */
 };
 extern const char *const srn_stall_names[];
 

@@ -180,6 +180,9 @@ static int err_init(struct chan *c, void *arg)
 		if (sc == S_RNR_RECOVER) {
 			CHECK(cq_empty_for(s.cq, 50), "RNR must stall");
 			chan_barrier(c); /* target posts its receive now */
+			/* and we do not poll for a while: the retries run
+			 * without us, in the progress thread */
+			usleep(100000);
 		}
 		expect_wc(s.cq, init_status[sc], 1, scen_names[sc]);
 		if (init_status[sc] != IBV_WC_SUCCESS)
