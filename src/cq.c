@@ -229,6 +229,9 @@ int srn_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 	__atomic_store_n(&cq->shm->arm,
 			 solicited_only ? SRN_CQ_ARM_SOLICITED : SRN_CQ_ARM_NEXT,
 			 __ATOMIC_RELEASE);
+	/* the caller is about to block: the progress thread must receive
+	 * the messages that complete on this CQ (progress.c, data set) */
+	srn_progress_data_rearm();
 	return 0;
 }
 

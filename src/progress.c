@@ -8,6 +8,20 @@
  * or told us that receives were posted for a stalled send queue), and the
  * retry timer of stalled send queues. The data path never goes through it.
  *
+ * TCP links are the exception: their messages arrive on sockets. They sit
+ * in a second epoll set, the data set, nested in the progress thread's
+ * with EPOLLONESHOT. An application thread polling an empty CQ receives
+ * from the data set itself (srn_progress_poll_once). When the progress
+ * thread wakes for the data set while an application has just polled
+ * (within SRN_PROG_POLLED_NS), waking it for each message only takes the
+ * CPU from that application. As NAPI masks a NIC's interrupt, the progress
+ * thread then receives what is there and leaves the data set disarmed; it
+ * looks again every SRN_PROG_NAPI_NS and re-arms the set once no
+ * application has polled for half that long. ibv_req_notify_cq re-arms it
+ * at once, since its caller is about to block. So a message that arrives
+ * while no application polls waits 1.5 x SRN_PROG_NAPI_NS (3 ms) at most,
+ * and only if an application polled shortly before.
+ *
  * The progress lock (recursive) serialises its handlers with the removal
  * of pollables by application threads; handlers never touch a QP's locks.
  * Work on QPs (retries, moving to ERR) runs after the progress lock is
@@ -30,6 +44,10 @@
 __thread bool srn_in_progress_thread;
 atomic_uint srn_tcp_active; /* open TCP connections of this process */
 
+#define SRN_PROG_NAPI_NS 2000000ull
+#define SRN_PROG_POLLED_NS 20000ull
+#define SRN_PROG_DIRECT 4 /* links read directly by a polling application */
+
 static bool srn_progress_live(const struct srn_pollable *p);
 
 static struct {
@@ -39,18 +57,23 @@ static struct {
 	pthread_mutex_t ctxs_lock; /* the context list */
 	unsigned refs;
 	bool retry_pending; /* under the progress lock */
+	atomic_bool data_off; /* the data set is disarmed; progress lock
+			       * writes, read as a hint */
+	uint64_t app_poll_ns; /* last poll of an empty CQ; relaxed */
 	pthread_t thread;
-	int epfd, kick_fd, timer_fd;
+	int epfd, data_epfd, kick_fd, timer_fd;
 	bool stop;
 	uint64_t next_wake_ns;
 	struct srn_list ctxs;
-	struct srn_list live; /* pollables in the epoll set */
-	struct srn_pollable kick, timer;
+	struct srn_list live; /* pollables in an epoll set, data set first */
+	unsigned ndata; /* of them in the data set */
+	struct srn_pollable kick, timer, data;
 } srn_prog = {
 	.ref_lock = PTHREAD_MUTEX_INITIALIZER,
 	.wake_lock = PTHREAD_MUTEX_INITIALIZER,
 	.ctxs_lock = PTHREAD_MUTEX_INITIALIZER,
 	.epfd = -1,
+	.data_epfd = -1,
 	.kick_fd = -1,
 	.timer_fd = -1,
 	.ctxs = SRN_LIST_INIT(srn_prog.ctxs),
@@ -98,6 +121,11 @@ void srn_progress_kick(void)
 	srn_kick_fd(srn_prog.kick_fd);
 }
 
+static int srn_progress_epfd(const struct srn_pollable *p)
+{
+	return p->data ? srn_prog.data_epfd : srn_prog.epfd;
+}
+
 int srn_progress_add(struct srn_pollable *p, uint32_t events)
 {
 	struct epoll_event ev = { .events = events, .data.ptr = p };
@@ -105,9 +133,13 @@ int srn_progress_add(struct srn_pollable *p, uint32_t events)
 	int err = 0;
 
 	srn_progress_lock();
-	if (epoll_ctl(srn_prog.epfd, EPOLL_CTL_ADD, p->fd, &ev))
+	if (epoll_ctl(srn_progress_epfd(p), EPOLL_CTL_ADD, p->fd, &ev))
 		err = -errno;
-	if (!err) {
+	if (!err && p->data) {
+		p->added = true;
+		srn_list_add(&p->plink, &srn_prog.live);
+		srn_prog.ndata++;
+	} else if (!err) {
 		p->added = true;
 		srn_list_add_tail(&p->plink, &srn_prog.live);
 	}
@@ -115,11 +147,44 @@ int srn_progress_add(struct srn_pollable *p, uint32_t events)
 	return err;
 }
 
+/* A TCP link: its socket goes in the data set (see the top). */
+int srn_progress_add_data(struct srn_pollable *p, uint32_t events)
+{
+	p->data = true;
+	return srn_progress_add(p, events);
+}
+
 int srn_progress_mod(struct srn_pollable *p, uint32_t events)
 {
 	struct epoll_event ev = { .events = events, .data.ptr = p };
 
-	return epoll_ctl(srn_prog.epfd, EPOLL_CTL_MOD, p->fd, &ev) ? -errno : 0;
+	return epoll_ctl(srn_progress_epfd(p), EPOLL_CTL_MOD, p->fd, &ev) ?
+		       -errno :
+		       0;
+}
+
+/* Listen to the data set again (progress lock). */
+static void srn_progress_data_arm(void)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLONESHOT,
+				  .data.ptr = &srn_prog.data };
+
+	if (srn_prog.data_epfd >= 0 &&
+	    !epoll_ctl(srn_prog.epfd, EPOLL_CTL_MOD, srn_prog.data_epfd, &ev))
+		atomic_store_explicit(&srn_prog.data_off, false,
+				      memory_order_relaxed);
+}
+
+/* An application is about to block (ibv_req_notify_cq): the progress
+ * thread must receive for it. */
+void srn_progress_data_rearm(void)
+{
+	if (!atomic_load_explicit(&srn_prog.data_off, memory_order_relaxed))
+		return;
+	srn_progress_lock();
+	if (atomic_load_explicit(&srn_prog.data_off, memory_order_relaxed))
+		srn_progress_data_arm();
+	srn_progress_unlock();
 }
 
 /* A QP of this process by number, or NULL. The caller holds the progress
@@ -153,8 +218,10 @@ void srn_progress_del(struct srn_pollable *p)
 {
 	srn_progress_lock();
 	if (p->added) {
-		epoll_ctl(srn_prog.epfd, EPOLL_CTL_DEL, p->fd, NULL);
+		epoll_ctl(srn_progress_epfd(p), EPOLL_CTL_DEL, p->fd, NULL);
 		srn_list_del(&p->plink);
+		if (p->data)
+			srn_prog.ndata--;
 	}
 	p->added = false;
 	srn_progress_unlock();
@@ -226,25 +293,61 @@ static void srn_progress_retry_all(void)
  * From an application thread polling an empty CQ while TCP connections are
  * open: run the handlers of whatever the sockets have now, here, instead of
  * waiting for the progress thread to wake up (tens of microseconds). One
- * non-blocking epoll_wait; skipped when the progress thread is busy.
+ * non-blocking epoll_wait, or with a few links a non-blocking recv on each
+ * (one system call instead of two when a message is there, as a
+ * busy-polling TCP application would); skipped when the progress thread
+ * is busy.
  */
-void srn_progress_poll_once(void)
+static void srn_progress_run_direct(void)
+{
+	struct srn_pollable *ps[SRN_PROG_DIRECT];
+	struct srn_list *pos, *tmp;
+	unsigned n = 0;
+
+	srn_list_for_each_safe(pos, tmp, &srn_prog.live) {
+		struct srn_pollable *p =
+			srn_list_entry(pos, struct srn_pollable, plink);
+
+		if (!p->data || n == SRN_PROG_DIRECT)
+			break; /* the data set comes first */
+		ps[n++] = p;
+	}
+	for (unsigned i = 0; i < n; i++)
+		if (srn_progress_live(ps[i])) /* a handler may free another */
+			ps[i]->fn(ps[i], SRN_POLL_DIRECT);
+}
+
+/* Under the progress lock: runs the handlers of the data set's ready
+ * sockets; how many there were. */
+static int srn_progress_run_data(void)
 {
 	struct epoll_event ev[8];
-	bool retry;
-	int n;
+	int n = srn_prog.data_epfd >= 0 ?
+			epoll_wait(srn_prog.data_epfd, ev, 8, 0) :
+			0;
 
-	if (pthread_mutex_trylock(&srn_prog.lock))
-		return;
-	srn_tcp_flush_work(true); /* we are idle: held-back ACKs go */
-	n = srn_prog.epfd >= 0 ? epoll_wait(srn_prog.epfd, ev, 8, 0) : 0;
 	for (int i = 0; i < n; i++) {
 		struct srn_pollable *p = ev[i].data.ptr;
 
-		if (p != &srn_prog.kick && p != &srn_prog.timer &&
-		    srn_progress_live(p))
+		if (srn_progress_live(p)) /* an earlier handler may free it */
 			p->fn(p, ev[i].events);
 	}
+	return n > 0 ? n : 0;
+}
+
+void srn_progress_poll_once(void)
+{
+	bool retry;
+
+	/* relaxed: a hint for srn_progress_on_data and the timer */
+	__atomic_store_n(&srn_prog.app_poll_ns, srn_now_ns(), __ATOMIC_RELAXED);
+	if (pthread_mutex_trylock(&srn_prog.lock))
+		return;
+	srn_tcp_flush_work(true); /* we are idle: held-back ACKs go */
+	if (srn_prog.ndata <= SRN_PROG_DIRECT)
+		srn_progress_run_direct();
+	else
+		srn_progress_run_data();
 	retry = srn_prog.retry_pending;
 	pthread_mutex_unlock(&srn_prog.lock);
 	if (retry)
@@ -271,6 +374,34 @@ static void srn_progress_on_kick(struct srn_pollable *p, uint32_t events)
 	srn_prog.retry_pending = true;
 }
 
+/* Has an application polled an empty CQ within the last ns? */
+static bool srn_progress_app_polled(uint64_t now, uint64_t ns)
+{
+	return now - __atomic_load_n(&srn_prog.app_poll_ns, __ATOMIC_RELAXED) <
+	       ns;
+}
+
+/* Progress lock: is the data set disarmed (an application polls)? */
+bool srn_progress_napi(void)
+{
+	return atomic_load_explicit(&srn_prog.data_off, memory_order_relaxed);
+}
+
+/* The data set has ready sockets (see the top). */
+static void srn_progress_on_data(struct srn_pollable *p, uint32_t events)
+{
+	uint64_t now = srn_now_ns();
+
+	srn_progress_run_data();
+	if (srn_progress_app_polled(now, SRN_PROG_POLLED_NS)) {
+		atomic_store_explicit(&srn_prog.data_off, true,
+				      memory_order_relaxed);
+		srn_progress_wake_at(now + SRN_PROG_NAPI_NS);
+		return;
+	}
+	srn_progress_data_arm();
+}
+
 static void srn_progress_on_timer(struct srn_pollable *p, uint32_t events)
 {
 	uint64_t v;
@@ -282,6 +413,14 @@ static void srn_progress_on_timer(struct srn_pollable *p, uint32_t events)
 	pthread_mutex_unlock(&srn_prog.wake_lock);
 	srn_tcp_resume_paused(); /* RNR deadlines */
 	srn_tcp_flush_work(false); /* ACKs held back too long */
+	if (srn_progress_napi()) { /* still polled? else listen again */
+		uint64_t now = srn_now_ns();
+
+		if (srn_progress_app_polled(now, SRN_PROG_NAPI_NS / 2))
+			srn_progress_wake_at(now + SRN_PROG_NAPI_NS);
+		else
+			srn_progress_data_arm();
+	}
 	srn_prog.retry_pending = true;
 }
 
@@ -328,18 +467,24 @@ static void *srn_progress_main(void *arg)
 static int srn_progress_start(void)
 {
 	srn_prog.epfd = epoll_create1(EPOLL_CLOEXEC);
+	srn_prog.data_epfd = epoll_create1(EPOLL_CLOEXEC);
 	srn_prog.kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	srn_prog.timer_fd = timerfd_create(CLOCK_MONOTONIC,
 					   TFD_CLOEXEC | TFD_NONBLOCK);
-	if (srn_prog.epfd < 0 || srn_prog.kick_fd < 0 || srn_prog.timer_fd < 0)
+	if (srn_prog.epfd < 0 || srn_prog.data_epfd < 0 ||
+	    srn_prog.kick_fd < 0 || srn_prog.timer_fd < 0)
 		return -errno;
 	srn_prog.kick = (struct srn_pollable){ .fd = srn_prog.kick_fd,
 					       .fn = srn_progress_on_kick };
 	srn_prog.timer = (struct srn_pollable){ .fd = srn_prog.timer_fd,
 						.fn = srn_progress_on_timer };
+	srn_prog.data = (struct srn_pollable){ .fd = srn_prog.data_epfd,
+					       .fn = srn_progress_on_data };
 	if (srn_progress_add(&srn_prog.kick, EPOLLIN) ||
-	    srn_progress_add(&srn_prog.timer, EPOLLIN))
+	    srn_progress_add(&srn_prog.timer, EPOLLIN) ||
+	    srn_progress_add(&srn_prog.data, EPOLLIN | EPOLLONESHOT))
 		return -errno;
+	atomic_store_explicit(&srn_prog.data_off, false, memory_order_relaxed);
 	srn_prog.stop = false;
 	srn_prog.next_wake_ns = 0;
 	srn_tcp_listen_start();
@@ -350,11 +495,14 @@ static void srn_progress_close_fds(void)
 {
 	if (srn_prog.epfd >= 0)
 		close(srn_prog.epfd);
+	if (srn_prog.data_epfd >= 0)
+		close(srn_prog.data_epfd);
 	if (srn_prog.kick_fd >= 0)
 		close(srn_prog.kick_fd);
 	if (srn_prog.timer_fd >= 0)
 		close(srn_prog.timer_fd);
-	srn_prog.epfd = srn_prog.kick_fd = srn_prog.timer_fd = -1;
+	srn_prog.epfd = srn_prog.data_epfd = -1;
+	srn_prog.kick_fd = srn_prog.timer_fd = -1;
 }
 
 int srn_progress_get(void)
@@ -386,6 +534,7 @@ void srn_progress_put(void)
 		srn_tcp_listen_stop();
 		srn_progress_del(&srn_prog.kick);
 		srn_progress_del(&srn_prog.timer);
+		srn_progress_del(&srn_prog.data);
 		srn_progress_close_fds();
 	}
 	pthread_mutex_unlock(&srn_prog.ref_lock);
@@ -418,7 +567,8 @@ void srn_progress_atfork_child(void)
 		struct srn_pollable *p =
 			srn_list_entry(pos, struct srn_pollable, plink);
 
-		if (p != &srn_prog.kick && p != &srn_prog.timer) {
+		if (p != &srn_prog.kick && p != &srn_prog.timer &&
+		    p != &srn_prog.data) {
 			close(p->fd);
 			p->fd = -1;
 		}
@@ -426,6 +576,7 @@ void srn_progress_atfork_child(void)
 		srn_list_init(&p->plink);
 	}
 	srn_list_init(&srn_prog.live);
+	srn_prog.ndata = 0;
 	srn_progress_close_fds();
 	srn_prog_lock_init();
 	pthread_mutex_init(&srn_prog.ref_lock, NULL);

@@ -467,7 +467,10 @@ uint64_t srn_ack_timeout_ns(uint8_t timeout);
 
 /* ---- progress.c ---- */
 struct srn_pollable;
+/* events: the epoll events, or SRN_POLL_DIRECT: not asked, look (a data
+ * set member called by a polling application, progress.c) */
 typedef void srn_poll_fn(struct srn_pollable *p, uint32_t events);
+#define SRN_POLL_DIRECT (1u << 27) /* no epoll event uses it */
 
 struct srn_pollable {
 	int fd;
@@ -476,11 +479,15 @@ struct srn_pollable {
 	struct srn_list link; /* owner's list (e.g. a QP's conns) */
 	struct srn_list plink; /* the progress thread's live list */
 	bool added;
+	bool data; /* in the data set (TCP links), see progress.c */
 };
 
 int srn_progress_get(void);
 void srn_progress_put(void);
 int srn_progress_add(struct srn_pollable *p, uint32_t events);
+int srn_progress_add_data(struct srn_pollable *p, uint32_t events);
+void srn_progress_data_rearm(void);
+bool srn_progress_napi(void);
 void srn_progress_del(struct srn_pollable *p);
 void srn_progress_lock(void);
 void srn_progress_unlock(void);

@@ -23,6 +23,14 @@ static inline bool srn_list_empty(const struct srn_list *l)
 	return l->next == l;
 }
 
+static inline void srn_list_add(struct srn_list *n, struct srn_list *h)
+{
+	n->next = h->next;
+	n->prev = h;
+	h->next->prev = n;
+	h->next = n;
+}
+
 static inline void srn_list_add_tail(struct srn_list *n, struct srn_list *h)
 {
 	n->prev = h->prev;

@@ -87,7 +87,7 @@ static void srn_tcp_link_events(struct srn_tcp_link *l)
 
 int srn_tcp_link_add(struct srn_tcp_link *l)
 {
-	return srn_progress_add(&l->pl, EPOLLIN | EPOLLRDHUP);
+	return srn_progress_add_data(&l->pl, EPOLLIN | EPOLLRDHUP);
 }
 
 void srn_tcp_link_free(struct srn_tcp_link *l)
@@ -333,7 +333,11 @@ static void srn_tcp_after_rx(struct srn_tcp_link *l)
 			l->on_work = true;
 			l->held_ns = srn_now_ns();
 			srn_list_add_tail(&l->work_link, &srn_tcp_work);
-			srn_progress_wake_at(l->held_ns + SRN_TCP_ACK_DELAY_NS);
+			/* an application polls: it sends the ACK at its next
+			 * empty poll, else the NAPI timer will */
+			if (!srn_progress_napi())
+				srn_progress_wake_at(l->held_ns +
+						     SRN_TCP_ACK_DELAY_NS);
 		}
 		return;
 	}
@@ -369,8 +373,12 @@ void srn_tcp_flush_work(bool all)
 			continue;
 		}
 		if (!all && now - l->held_ns < SRN_TCP_ACK_DELAY_NS / 2) {
-			/* young: a request may still carry it */
-			srn_progress_wake_at(l->held_ns + SRN_TCP_ACK_DELAY_NS);
+			/* young: a request may still carry it, or the next
+			 * empty poll of an application that polls (else the
+			 * NAPI timer looks again) */
+			if (!srn_progress_napi())
+				srn_progress_wake_at(l->held_ns +
+						     SRN_TCP_ACK_DELAY_NS);
 			continue;
 		}
 		srn_list_del(&l->work_link);
@@ -504,14 +512,15 @@ static void srn_tcp_pause(struct srn_tcp_link *l)
 	srn_tcp_link_events(l);
 }
 
-/* Progress lock: the socket is readable or writable, or was hung up. */
+/* Progress lock: the socket is readable or writable, or was hung up; or
+ * SRN_POLL_DIRECT: a polling application looks (no event known). */
 static void srn_tcp_on_event(struct srn_pollable *pl, uint32_t events)
 {
 	struct srn_tcp_link *l = pl->priv;
 	uint32_t done = l->done_psn;
 	int err;
 
-	if (events & EPOLLOUT)
+	if ((events & EPOLLOUT) || ((events & SRN_POLL_DIRECT) && l->want_out))
 		srn_tcp_tx_kick(l);
 	if (l->paused) {
 		/* what we wait to place can never be answered now */

@@ -92,6 +92,101 @@ static int ev_target(struct chan *c, void *arg)
 	return t_failures;
 }
 
+/* ---- a target that polled, then stops ----
+ * While an application polls, the library stops waking its progress
+ * thread for every message (progress.c, the data set). Once it stops
+ * polling, one-sided operations must still complete without it, and an
+ * armed CQ must still fire. */
+#define PP_ROUNDS 500
+
+static int idle_init(struct chan *c, void *arg)
+{
+	struct side_opts o;
+	struct side s;
+	struct peer_info p;
+	struct ibv_wc wc;
+
+	side_opts_default(&o);
+	o.sig_all = true;
+	REQUIRE(!side_pair(&s, &o, c, &p), "setup");
+	chan_barrier(c); /* receives posted */
+	for (int i = 0; i < PP_ROUNDS && !t_failures; i++) {
+		CHECK(!post_recv1(s.qp, s.buf + 2048, 64, s.mr->lkey, 500 + i),
+		      "recv");
+		CHECK(!post_send1(s.qp, IBV_WR_SEND, s.buf, 8, s.mr->lkey, 0, 0,
+				  0, i),
+		      "send");
+		for (int k = 0; k < 2 && !t_failures; k++)
+			CHECK(!poll_one(s.cq, &wc, T) &&
+				      wc.status == IBV_WC_SUCCESS,
+			      "ping-pong %d", i);
+	}
+	chan_barrier(c); /* the target stops polling: it sleeps here */
+	memset(s.buf, 0x5c, 256);
+	CHECK(!post_send1(s.qp, IBV_WR_RDMA_WRITE, s.buf, 256, s.mr->lkey,
+			  p.addr + 4096, p.rkey, 0, 1),
+	      "write");
+	CHECK(!poll_one(s.cq, &wc, T) && wc.status == IBV_WC_SUCCESS,
+	      "write completes while the target sleeps");
+	CHECK(!post_send1(s.qp, IBV_WR_RDMA_READ, s.buf + 1024, 256,
+			  s.mr->lkey, p.addr + 4096, p.rkey, 0, 2),
+	      "read");
+	CHECK(!poll_one(s.cq, &wc, T) && wc.status == IBV_WC_SUCCESS,
+	      "read completes while the target sleeps");
+	CHECK(!memcmp(s.buf, s.buf + 1024, 256), "read back what we wrote");
+	chan_barrier(c); /* target armed and asleep in ibv_get_cq_event */
+	usleep(20000);
+	CHECK(!post_send1(s.qp, IBV_WR_SEND, s.buf, 8, s.mr->lkey, 0, 0, 0, 3),
+	      "send to the sleeper");
+	CHECK(!poll_one(s.cq, &wc, T) && wc.status == IBV_WC_SUCCESS,
+	      "send wc");
+	chan_barrier(c);
+	side_close(&s);
+	return t_failures;
+}
+
+static int idle_target(struct chan *c, void *arg)
+{
+	struct side_opts o;
+	struct side s;
+	struct peer_info p;
+	struct ibv_cq *cq;
+	struct ibv_wc wc;
+	void *cctx;
+
+	side_opts_default(&o);
+	o.use_channel = true; /* pongs unsignaled: only receives complete */
+	REQUIRE(!side_pair(&s, &o, c, &p), "setup");
+	CHECK(!post_recv1(s.qp, s.buf, 64, s.mr->lkey, 0), "recv");
+	chan_barrier(c);
+	for (int i = 0; i < PP_ROUNDS && !t_failures; i++) {
+		CHECK(!poll_one(s.cq, &wc, T) && wc.status == IBV_WC_SUCCESS &&
+			      wc.opcode == IBV_WC_RECV,
+		      "ping %d", i);
+		CHECK(!post_recv1(s.qp, s.buf, 64, s.mr->lkey, i + 1), "recv");
+		CHECK(!post_send1(s.qp, IBV_WR_SEND, s.buf + 64, 8, s.mr->lkey,
+				  0, 0, 0, i),
+		      "pong");
+	}
+	chan_barrier(c); /* no polling from here on */
+	chan_barrier(c); /* the WRITE and READ were served without us */
+	CHECK(s.buf[4096] == 0x5c && s.buf[4096 + 255] == 0x5c,
+	      "the write landed");
+	CHECK(!ibv_req_notify_cq(s.cq, 0), "arm");
+	CHECK(ibv_poll_cq(s.cq, 1, &wc) == 0, "nothing yet");
+	/* the SEND completes into our CQ while we sleep: the library must
+	 * receive it without our polling */
+	REQUIRE(fd_readable(s.ch->fd, T), "the event fires while we sleep");
+	CHECK(!ibv_get_cq_event(s.ch, &cq, &cctx) && cq == s.cq,
+	      "get_cq_event");
+	ibv_ack_cq_events(cq, 1);
+	CHECK(!poll_one(s.cq, &wc, T) && wc.opcode == IBV_WC_RECV,
+	      "the send arrived");
+	chan_barrier(c);
+	side_close(&s);
+	return t_failures;
+}
+
 /* ---- SRQ limit ---- */
 static int srq_init(struct chan *c, void *arg)
 {
@@ -186,6 +281,7 @@ int main(int argc, char **argv)
 	int pass = 0, fail = 0;
 
 	RUN("cq_events+solicited", ev_init, ev_target, NULL, m, pass, fail);
+	RUN("polled_then_idle", idle_init, idle_target, NULL, m, pass, fail);
 	RUN("srq_limit_event", srq_init, srq_target, NULL, m, pass, fail);
 	RUN("cq_overflow_event", overflow_init, role_idle, NULL, m, pass,
 	    fail);
