@@ -227,6 +227,10 @@ void srn_progress_del(struct srn_pollable *p)
 	srn_progress_unlock();
 }
 
+/* Wakes the progress thread at deadline_ns, or earlier. One timer holds
+ * the earliest deadline asked for since it last fired; when it fires,
+ * every waiter that is not due yet must ask again (its deadline may have
+ * been dropped for the earlier one). */
 void srn_progress_wake_at(uint64_t deadline_ns)
 {
 	struct itimerspec its = { 0 };

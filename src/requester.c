@@ -97,8 +97,12 @@ static bool srn_req_stall(struct srn_qp *qp, enum srn_stall why,
 		srn_req_stall_start(qp, why, now);
 		return false;
 	}
-	if (now < qp->stall_deadline_ns)
-		return false; /* an early retry (kick or poll): free */
+	if (now < qp->stall_deadline_ns) { /* an early retry: free; the
+					    * timer may have been taken by
+					    * an earlier deadline */
+		srn_progress_wake_at(qp->stall_deadline_ns);
+		return false;
+	}
 	if (!srn_req_retries_infinite(qp) && qp->stall_retries-- == 0) {
 		*status = why == SRN_STALL_RNR ? IBV_WC_RNR_RETRY_EXC_ERR :
 						 IBV_WC_RETRY_EXC_ERR;

@@ -370,6 +370,8 @@ void srn_tcp_flush_work(bool all)
 				   * device whose retries run out */
 			if (now >= l->doom_ns)
 				srn_tcp_doom(l);
+			else /* an earlier deadline may have taken the timer */
+				srn_progress_wake_at(l->doom_ns);
 			continue;
 		}
 		if (!all && now - l->held_ns < SRN_TCP_ACK_DELAY_NS / 2) {

@@ -85,13 +85,14 @@ static int srn_tcp_rnr_wait(struct srn_tcp_link *c)
 
 	if (retry == 7)
 		return -EAGAIN;
-	if (!c->rnr_deadline_ns) {
+	if (!c->rnr_deadline_ns)
 		c->rnr_deadline_ns = now + (retry + 1) *
 				     srn_rnr_timer_ns(c->qp->attr.min_rnr_timer);
+	if (now < c->rnr_deadline_ns) {
+		/* each time: an earlier deadline may have taken the timer */
 		srn_progress_wake_at(c->rnr_deadline_ns);
-	}
-	if (now < c->rnr_deadline_ns)
 		return -EAGAIN;
+	}
 	c->rnr_deadline_ns = 0;
 	c->ws = SRN_WS_RNR; /* give up: the payload is dropped */
 	return -ENOENT;
