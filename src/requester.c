@@ -21,6 +21,7 @@ const char *const srn_stall_names[] = {
 	[SRN_STALL_RNR] = "RNR",
 	[SRN_STALL_NOT_READY] = "peer not ready",
 	[SRN_STALL_CREDIT] = "max_rd_atomic in flight",
+	[SRN_STALL_RNR_WAIT] = "RNR NAK timer",
 	[SRN_STALL_FETCH] = "MR fetch",
 };
 
@@ -66,8 +67,10 @@ static void srn_req_stall_start(struct srn_qp *qp, enum srn_stall why,
 	qp->stall_retries = rnr ? qp->attr.rnr_retry : qp->attr.retry_cnt;
 	qp->stall_period_ns = rnr ? srn_rnr_timer_ns(qp->attr.min_rnr_timer) :
 				    srn_ack_timeout_ns(qp->attr.timeout);
-	if (why == SRN_STALL_CREDIT) /* answers restart it; this is a net */
-		qp->stall_period_ns = 1000000ull;
+	if (why == SRN_STALL_CREDIT || why == SRN_STALL_RNR_WAIT)
+		qp->stall_period_ns = 1000000ull; /* a net: answers or the
+						   * transport's timer
+						   * restart it */
 	if (!qp->stall_period_ns) /* timeout 0: wait for the target forever */
 		qp->stall_period_ns = 100000000ull;
 	qp->stall_deadline_ns = now + qp->stall_period_ns;
@@ -76,8 +79,9 @@ static void srn_req_stall_start(struct srn_qp *qp, enum srn_stall why,
 
 static bool srn_req_retries_infinite(const struct srn_qp *qp)
 {
-	if (qp->stall == SRN_STALL_CREDIT)
-		return true; /* not an error: answers are on their way */
+	if (qp->stall == SRN_STALL_CREDIT || qp->stall == SRN_STALL_RNR_WAIT)
+		return true; /* answers are on their way, or the transport
+			      * counts the retries */
 	if (qp->stall == SRN_STALL_RNR)
 		return qp->attr.rnr_retry == 7;
 	return qp->attr.timeout == 0;
@@ -213,6 +217,22 @@ static bool srn_req_step(struct srn_qp *qp, struct srn_swqe *w)
 	return true;
 }
 
+/* The transport asks to send again from WQE pos on (go back N after an
+ * RNR NAK): those WQEs went out but were dropped unanswered. */
+static void srn_req_rewind(struct srn_qp *qp)
+{
+	struct srn_sq *sq = &qp->sq;
+	uint64_t pos;
+	bool locked;
+
+	if (!qp->tops->rewind || !qp->tops->rewind(qp, &pos))
+		return;
+	locked = srn_comp_lock(qp);
+	if (pos - sq->cons <= sq->sent - sq->cons) /* cons <= pos <= sent */
+		__atomic_store_n(&sq->sent, pos, __ATOMIC_RELEASE);
+	srn_comp_unlock(qp, locked);
+}
+
 void srn_req_run(struct srn_qp *qp)
 {
 	struct srn_sq *sq = &qp->sq;
@@ -222,6 +242,13 @@ void srn_req_run(struct srn_qp *qp)
 					      memory_order_relaxed)) &&
 	    atomic_exchange_explicit(&qp->pending_err, 0, memory_order_acq_rel))
 		srn_qp_error(qp);
+	/* acquire: pairs with the release in srn_tcp_rnr_nak */
+	if (srn_unlikely(atomic_load_explicit(&qp->pending_run,
+					      memory_order_relaxed)) &&
+	    atomic_exchange_explicit(&qp->pending_run, 0,
+				     memory_order_acquire) &&
+	    qp->tops && srn_qp_state(qp) != IBV_QPS_ERR)
+		srn_req_rewind(qp);
 	while (sq->sent != sq->prod) {
 		if (srn_qp_state(qp) == IBV_QPS_ERR || !qp->tops)
 			break;
@@ -259,6 +286,8 @@ unsigned srn_req_retry_stalled(struct srn_context *ctx)
 		}
 		if (qp->stall != SRN_STALL_NONE ||
 		    atomic_load_explicit(&qp->pending_err,
+					 memory_order_relaxed) ||
+		    atomic_load_explicit(&qp->pending_run,
 					 memory_order_relaxed))
 			batch[n++] = qp; /* keeps sq_lock: not freed */
 		else

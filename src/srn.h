@@ -380,6 +380,9 @@ enum srn_stall {
 	SRN_STALL_RNR, /* no receive WQE at the target */
 	SRN_STALL_NOT_READY, /* target not in RTR/RTS yet */
 	SRN_STALL_CREDIT, /* max_rd_atomic READs/atomics in flight */
+	SRN_STALL_RNR_WAIT, /* the target NAKed (RNR): wait out its timer,
+			     * then send again (retries counted by the
+			     * transport) */
 	SRN_STALL_FETCH, /* a peer's MR must be fetched by an application
 			  * thread (its next poll or post); bounded as
 			  * NOT_READY, by timeout x retry_cnt */
@@ -417,6 +420,8 @@ struct srn_qp {
 	uint64_t stall_period_ns;
 	/* set by the progress thread when it could not get sq_lock */
 	atomic_uint pending_err;
+	atomic_uint pending_run; /* the transport asks the requester to
+				  * run (go back after an RNR NAK) */
 	/* the QP's listening socket and accepted peer connections */
 	struct srn_pollable *listener;
 	pthread_mutex_t conn_lock; /* leaf lock: guards conns, tcp_conns */

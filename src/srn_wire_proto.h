@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #define SRN_WIRE_MAGIC 0x57524e53u /* "SRNW" little endian */
-#define SRN_WIRE_VERSION 2
+#define SRN_WIRE_VERSION 3
 #define SRN_WIRE_MAX_PAYLOAD 0x80000000u /* = the port's max_msg_sz */
 
 enum srn_wire_op {
@@ -28,7 +28,10 @@ enum srn_wire_op {
 	SRN_WOP_READ_REQ, /* request; no payload; len field = read length */
 	SRN_WOP_ATOMIC, /* request; payload = struct srn_wire_atomic */
 	SRN_WOP_ACK, /* response: status in aux; OK: every request up to
-		      * and including psn is done; else psn failed */
+		      * and including psn is done; RNR: psn found no
+		      * receive WQE and it and every later request were
+		      * dropped (send them again after the time in rkey,
+		      * IBTA min_rnr_timer encoding); else psn failed */
 	SRN_WOP_READ_RESP, /* response; payload = the data read */
 	SRN_WOP_ATOMIC_RESP, /* response; payload = the original value */
 	SRN_WOP_BYE, /* either way: orderly close follows */
@@ -43,15 +46,12 @@ extern const char *const srn_wire_op_names[];
 #define SRN_WF_CAS 0x4u /* ATOMIC: compare and swap, else fetch and add */
 #define SRN_WF_ACK 0x8u /* ack_psn: the other side's requests up to and
 			 * including it are done (cumulative) */
-/* SEND, WRITE with IMM: the requester's rnr_retry (7 = forever) */
-#define SRN_WF_RNR_SHIFT 8
-#define SRN_WF_RNR_MASK 0x700u
-#define SRN_WF_ALL 0x70fu
+#define SRN_WF_ALL 0xfu
 
 /* ACK status (aux of SRN_WOP_ACK) */
 enum srn_wire_status {
 	SRN_WS_OK = 0,
-	SRN_WS_RNR, /* no receive WQE: retry later */
+	SRN_WS_RNR, /* no receive WQE: go back to psn, retry later */
 	SRN_WS_REM_ACCESS, /* key, PD, access or bounds */
 	SRN_WS_REM_INV_REQ, /* opcode not allowed, length, alignment */
 	SRN_WS_REM_OP, /* the responder failed otherwise */

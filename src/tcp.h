@@ -23,13 +23,15 @@ struct srn_tcp_answer {
 	uint8_t op;
 	uint32_t psn;
 	uint32_t status; /* NAK */
+	uint32_t rkey; /* NAK RNR: the time to wait (min_rnr_timer) */
 	const uint8_t *data; /* READ_RESP: straight from the MR */
 	uint32_t len;
 	uint64_t val; /* ATOMIC_RESP */
 };
 
 /* Answers in flight at most: the requester keeps its READs and atomics
- * in flight within max_rd_atomic (<= SRN_MAX_RD_ATOM); one NAK. */
+ * in flight within max_rd_atomic (<= SRN_MAX_RD_ATOM); one NAK (after a
+ * NAK the responder drops requests until the requester goes back). */
 #define SRN_TCP_ANSQ (SRN_MAX_RD_ATOM * 2)
 
 /*
@@ -61,7 +63,9 @@ struct srn_tcp_link {
 	/* responder: the peer's requests */
 	struct srn_rwqe_buf rb;
 	bool have_rwqe;
-	uint64_t rnr_deadline_ns; /* 0: not waiting for a receive */
+	bool nak_rnr; /* we NAKed done_psn + 1 (RNR): later requests are
+		       * dropped until it comes again */
+	bool skip; /* the current request is dropped */
 	enum ibv_wc_status st; /* outcome at the target */
 	uint32_t ws; /* answer to the initiator */
 	uint8_t *ptr;
@@ -87,6 +91,15 @@ struct srn_tcp_qp {
 	uint8_t dgid[16];
 	uint32_t dqpn;
 	atomic_uint rd_out; /* READs and atomics in flight */
+	/* RNR NAK: the receive side (progress lock) counts the retries and
+	 * asks the requester (sq_lock) to go back to rewind_pos/psn after
+	 * rnr_until_ns */
+	uint32_t rnr_psn, rnr_left;
+	bool rnr_seen;
+	uint64_t rnr_until_ns; /* relaxed atomics: both sides */
+	uint64_t rewind_pos;
+	uint32_t rewind_psn;
+	atomic_uint rewind; /* release: the three above are set */
 	char desc[64];
 };
 

@@ -159,6 +159,7 @@ static void srn_tcp_answer_hdr(const struct srn_tcp_answer *a,
 	srn_wire_hdr_init(h, a->op, a->psn,
 			  a->op == SRN_WOP_ACK ? 0 : a->len);
 	h->aux = a->status;
+	h->rkey = a->rkey;
 }
 
 /* Sends the answer at the head of ansq from ans_off on. Blocking, or
@@ -519,7 +520,7 @@ static void srn_tcp_pause(struct srn_tcp_link *l)
 static void srn_tcp_on_event(struct srn_pollable *pl, uint32_t events)
 {
 	struct srn_tcp_link *l = pl->priv;
-	uint32_t done = l->done_psn;
+	uint32_t done = l->done_psn, tail = l->ansq_tail;
 	int err;
 
 	if ((events & EPOLLOUT) || ((events & SRN_POLL_DIRECT) && l->want_out))
@@ -535,7 +536,8 @@ static void srn_tcp_on_event(struct srn_pollable *pl, uint32_t events)
 		srn_tcp_pause(l);
 	if (err == -EAGAIN ||
 	    (!err && !(events & (EPOLLHUP | EPOLLERR)))) {
-		if (l->done_psn != done) /* requests handled: answer */
+		/* requests handled, or NAKed (RNR): answer */
+		if (l->done_psn != done || l->ansq_tail != tail)
 			srn_tcp_after_rx(l);
 		return;
 	}

@@ -64,6 +64,8 @@ static int srn_tcp_answer(struct srn_tcp_link *c, unsigned op,
 
 	if (op == SRN_WOP_ACK)
 		a.status = c->ws;
+	if (op == SRN_WOP_ACK && c->ws == SRN_WS_RNR)
+		a.rkey = c->qp->attr.min_rnr_timer;
 	if (op == SRN_WOP_ATOMIC_RESP)
 		a.len = sizeof(a.val);
 	return srn_tcp_link_answer(c, &a);
@@ -76,30 +78,8 @@ static struct srn_rq_view *srn_tcp_rq(struct srn_qp *qp)
 	return qp->srq ? &qp->srq->rqv : &qp->rqv;
 }
 
-/* No receive WQE: wait, as long as the requester's rnr_retry allows
- * (retries x our min_rnr_timer; 7 = forever). -EAGAIN: keep waiting. */
-static int srn_tcp_rnr_wait(struct srn_tcp_link *c)
-{
-	unsigned retry = (c->rx.hdr.flags & SRN_WF_RNR_MASK) >> SRN_WF_RNR_SHIFT;
-	uint64_t now = srn_now_ns();
-
-	if (retry == 7)
-		return -EAGAIN;
-	if (!c->rnr_deadline_ns)
-		c->rnr_deadline_ns = now + (retry + 1) *
-				     srn_rnr_timer_ns(c->qp->attr.min_rnr_timer);
-	if (now < c->rnr_deadline_ns) {
-		/* each time: an earlier deadline may have taken the timer */
-		srn_progress_wake_at(c->rnr_deadline_ns);
-		return -EAGAIN;
-	}
-	c->rnr_deadline_ns = 0;
-	c->ws = SRN_WS_RNR; /* give up: the payload is dropped */
-	return -ENOENT;
-}
-
-/* Takes a receive WQE for the current message; -EAGAIN: none posted
- * (wait), -ENOENT: none, and the requester's retries are over. */
+/* Takes a receive WQE for the current message; -ENOENT: none posted
+ * (the request is dropped and NAKed, RNR). */
 static int srn_tcp_take_rwqe(struct srn_tcp_link *c)
 {
 	struct srn_rq_view *v = srn_tcp_rq(c->qp);
@@ -108,15 +88,10 @@ static int srn_tcp_take_rwqe(struct srn_tcp_link *c)
 	if (c->have_rwqe)
 		return 0;
 	err = srn_rq_claim(v, &c->rb.w);
-	if (err == -EAGAIN) {
-		/* release: the owner's post_recv exchanges it and kicks us */
-		__atomic_store_n(&v->rq->peer_waiting, SRN_WAIT_RNR,
-				 __ATOMIC_RELEASE);
-		err = srn_rq_claim(v, &c->rb.w);
+	if (err == -EAGAIN) { /* the requester goes back and retries */
+		c->ws = SRN_WS_RNR;
+		return -ENOENT;
 	}
-	if (err == -EAGAIN)
-		return srn_tcp_rnr_wait(c);
-	c->rnr_deadline_ns = 0;
 	c->have_rwqe = true;
 	if (err)
 		c->st = IBV_WC_LOC_PROT_ERR;
@@ -150,11 +125,9 @@ static int srn_tcp_send_sink(struct srn_tcp_link *c,
 	int err = srn_tcp_take_rwqe(c);
 
 	if (err == -ENOENT) {
-		*niov = 0; /* RNR retries exceeded: drop the message */
+		*niov = 0; /* RNR: drop the message */
 		return 0;
 	}
-	if (err)
-		return err;
 	if (c->st != IBV_WC_SUCCESS) {
 		c->ws = SRN_WS_REM_OP;
 		return 0;
@@ -205,6 +178,13 @@ int srn_tcp_resp_on_hdr(struct srn_tcp_link *c, const struct srn_wire_hdr *h,
 	}
 	if (h->opcode == SRN_WOP_HELLO)
 		return -EPROTO;
+	if (h->psn != c->done_psn + 1) { /* a retransmission, or later */
+		if (!c->nak_rnr)
+			return -EPROTO;
+		c->skip = true; /* after our RNR NAK: go back N */
+		return 0;
+	}
+	c->skip = false;
 	st = srn_qp_state(c->qp);
 	if (st == IBV_QPS_RESET || st == IBV_QPS_INIT)
 		return -EAGAIN; /* not ready to receive: wait for RTR */
@@ -218,12 +198,8 @@ int srn_tcp_resp_on_hdr(struct srn_tcp_link *c, const struct srn_wire_hdr *h,
 	case SRN_WOP_WRITE:
 		c->ws = srn_tcp_key(c, h->rkey, h->raddr, h->len,
 				    IBV_ACCESS_REMOTE_WRITE, &c->ptr);
-		if (c->ws == SRN_WS_OK && (h->flags & SRN_WF_IMM)) {
-			int err = srn_tcp_take_rwqe(c);
-
-			if (err == -EAGAIN)
-				return err;
-		}
+		if (c->ws == SRN_WS_OK && (h->flags & SRN_WF_IMM))
+			srn_tcp_take_rwqe(c); /* none: ws RNR */
 		if (c->ws == SRN_WS_OK) {
 			iov[0].iov_base = c->ptr;
 			iov[0].iov_len = h->len;
@@ -303,6 +279,9 @@ int srn_tcp_resp_on_msg(struct srn_tcp_link *c, const struct srn_wire_hdr *h)
 
 	if (!c->qp)
 		return srn_tcp_hello_done(c);
+	if (c->skip)
+		return 0; /* dropped: the requester sends it again */
+	c->nak_rnr = false;
 	switch (h->opcode) {
 	case SRN_WOP_SEND:
 		if (c->have_rwqe)
@@ -328,8 +307,12 @@ int srn_tcp_resp_on_msg(struct srn_tcp_link *c, const struct srn_wire_hdr *h)
 		err = srn_tcp_answer(c, SRN_WOP_ACK, NULL, 0, 0); /* a NAK */
 	if (err)
 		return err;
+	if (c->ws == SRN_WS_RNR) { /* not done: drop what follows */
+		c->nak_rnr = true;
+		return 0;
+	}
 	srn_tcp_link_done(c, h->psn);
-	if (c->ws != SRN_WS_OK && c->ws != SRN_WS_RNR)
+	if (c->ws != SRN_WS_OK)
 		srn_qp_async_error(c->qp); /* a NAK: the responder fails too */
 	return 0;
 }

@@ -148,6 +148,24 @@ static unsigned srn_tcp_atomic_iov(const struct srn_swqe *w,
 	return 1;
 }
 
+/* After an RNR NAK the target's timer must run out before we send
+ * again. */
+static bool srn_tcp_rnr_waiting(struct srn_tcp_qp *tq)
+{
+	/* relaxed: the receive side's srn_tcp_rnr_nak sets it, before the
+	 * release of rewind that made us go back */
+	uint64_t until = __atomic_load_n(&tq->rnr_until_ns, __ATOMIC_RELAXED);
+
+	if (srn_likely(!until))
+		return false;
+	if (srn_now_ns() < until) {
+		srn_progress_wake_at(until);
+		return true;
+	}
+	__atomic_store_n(&tq->rnr_until_ns, 0, __ATOMIC_RELAXED);
+	return false;
+}
+
 static int srn_tcp_execute(struct srn_qp *qp, const struct srn_swqe *cw,
 			   enum ibv_wc_status *status, enum srn_stall *stall)
 {
@@ -182,12 +200,15 @@ static int srn_tcp_execute(struct srn_qp *qp, const struct srn_swqe *cw,
 		*stall = SRN_STALL_CREDIT;
 		return -EAGAIN;
 	}
+	if (srn_tcp_rnr_waiting(tq)) {
+		*stall = SRN_STALL_RNR_WAIT;
+		return -EAGAIN;
+	}
 	/* release: the receive side matches answers against it (pairs with
 	 * the acquire in srn_tcp_acked) */
 	__atomic_store_n(&w->psn, l->tx_psn, __ATOMIC_RELEASE);
 	__atomic_store_n(&l->tx_psn, l->tx_psn + 1, __ATOMIC_RELEASE);
 	srn_tcp_req_hdr(w, &h);
-	h.flags |= (qp->attr.rnr_retry & 7u) << SRN_WF_RNR_SHIFT;
 	iov[0].iov_base = &h;
 	iov[0].iov_len = sizeof(h);
 	if (answer) { /* READ/atomic: only the request goes out */
@@ -316,6 +337,67 @@ int srn_tcp_req_on_hdr(struct srn_tcp_link *l, const struct srn_wire_hdr *h,
 	return 0;
 }
 
+/*
+ * Receive side: the target found no receive WQE for our head request and
+ * dropped it and everything after it. True: the requester goes back and
+ * sends them again after the target's timer (h->rkey); false: the QP's
+ * rnr_retry is used up (7: never), the WQE fails.
+ */
+static bool srn_tcp_rnr_nak(struct srn_tcp_link *l, const struct srn_wire_hdr *h)
+{
+	struct srn_qp *qp = l->qp;
+	struct srn_tcp_qp *tq = __atomic_load_n(&qp->tcpq, __ATOMIC_ACQUIRE);
+	unsigned retry = qp->attr.rnr_retry;
+
+	if (!tq->rnr_seen || tq->rnr_psn != h->psn) { /* a new WQE */
+		tq->rnr_seen = true;
+		tq->rnr_psn = h->psn;
+		tq->rnr_left = retry;
+	}
+	if (retry != 7) {
+		if (!tq->rnr_left)
+			return false;
+		tq->rnr_left--;
+	}
+	__atomic_store_n(&tq->rnr_until_ns,
+			 srn_now_ns() + srn_rnr_timer_ns((uint8_t)h->rkey),
+			 __ATOMIC_RELAXED);
+	__atomic_store_n(&tq->rewind_pos, l->resp_pos, __ATOMIC_RELAXED);
+	__atomic_store_n(&tq->rewind_psn, l->resp_psn, __ATOMIC_RELAXED);
+	/* release: pairs with the acquires in srn_tcp_rewind and
+	 * srn_req_run */
+	atomic_store_explicit(&tq->rewind, 1, memory_order_release);
+	atomic_store_explicit(&qp->pending_run, 1, memory_order_release);
+	srn_progress_request_retry();
+	return true;
+}
+
+/* sq_lock: go back to the WQE the target NAKed (RNR). */
+static bool srn_tcp_rewind(struct srn_qp *qp, uint64_t *pos_p)
+{
+	struct srn_tcp_qp *tq = qp->tpriv;
+	/* acquire: pairs with the release in srn_tcp_link_bind */
+	struct srn_tcp_link *l = __atomic_load_n(&tq->link, __ATOMIC_ACQUIRE);
+	uint64_t pos;
+
+	if (!l || !atomic_exchange_explicit(&tq->rewind, 0,
+					    memory_order_acquire))
+		return false;
+	pos = __atomic_load_n(&tq->rewind_pos, __ATOMIC_RELAXED);
+	if (qp->sq.sent - pos > qp->sq.size)
+		return false; /* not ours to go back to */
+	for (uint64_t i = pos; i != qp->sq.sent; i++) /* dropped unanswered */
+		if (srn_tcp_wants_answer(srn_sq_wqe(qp, i)))
+			atomic_fetch_sub_explicit(&tq->rd_out, 1,
+						  memory_order_relaxed);
+	/* release: pairs with the acquire in srn_tcp_acked */
+	__atomic_store_n(&l->tx_psn,
+			 __atomic_load_n(&tq->rewind_psn, __ATOMIC_RELAXED),
+			 __ATOMIC_RELEASE);
+	*pos_p = pos;
+	return true;
+}
+
 int srn_tcp_req_on_msg(struct srn_tcp_link *l, const struct srn_wire_hdr *h)
 {
 	struct srn_qp *qp = l->qp;
@@ -323,6 +405,9 @@ int srn_tcp_req_on_msg(struct srn_tcp_link *l, const struct srn_wire_hdr *h)
 
 	if (h->opcode == SRN_WOP_ACK && h->aux == SRN_WS_OK)
 		return 0; /* done in srn_tcp_req_on_hdr */
+	if (h->opcode == SRN_WOP_ACK && h->aux == SRN_WS_RNR &&
+	    srn_tcp_rnr_nak(l, h))
+		return 0; /* not done: sent again later */
 	w = srn_sq_wqe(qp, l->resp_pos);
 	srn_tcp_wqe_done(qp, w, l->resp_status);
 	l->resp_pos++;
@@ -553,5 +638,6 @@ const struct srn_transport_ops srn_tcp_transport_ops = {
 	.connect = srn_tcp_connect,
 	.disconnect = srn_tcp_disconnect,
 	.execute = srn_tcp_execute,
+	.rewind = srn_tcp_rewind,
 	.describe = srn_tcp_describe,
 };

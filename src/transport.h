@@ -27,6 +27,9 @@ struct srn_transport_ops {
 	 */
 	int (*execute)(struct srn_qp *qp, const struct srn_swqe *wqe,
 		       enum ibv_wc_status *status, enum srn_stall *stall);
+	/* Optional: WQEs from *pos_p on must be executed again (they were
+	 * dropped by the target after an RNR NAK); sq_lock held. */
+	bool (*rewind)(struct srn_qp *qp, uint64_t *pos_p);
 	/* A short description of the connection, for devinfo/stats. */
 	const char *(*describe)(struct srn_qp *qp);
 };

@@ -97,10 +97,12 @@ static int srn_wire_rx_hdr(struct srn_wire_rx *rx, const struct srn_wire_sink *s
 		if (len < 0)
 			return (int)len;
 		if (srn_wire_is_request(rx->hdr.opcode)) {
-			if (rx->hdr.psn != rx->next_psn)
-				return -EPROTO; /* TCP neither loses nor
-						 * reorders */
-			rx->next_psn++;
+			/* TCP neither loses nor reorders: a request is the
+			 * next one, or a retransmission (go back N after an
+			 * RNR NAK; the responder checks which) */
+			if ((int32_t)(rx->hdr.psn - rx->next_psn) > 0)
+				return -EPROTO;
+			rx->next_psn = rx->hdr.psn + 1;
 		}
 		rx->hdr_checked = true;
 		rx->payload_left = (uint64_t)len;

@@ -31,7 +31,8 @@ struct srn_wire_sink {
 struct srn_wire_rx {
 	struct srn_wire_hdr hdr;
 	uint32_t hdr_have;
-	uint32_t next_psn; /* the next request's sequence number */
+	uint32_t next_psn; /* one past the last request's sequence number;
+			    * a request may not go beyond it */
 	uint64_t payload_left;
 	struct iovec iov[SRN_WIRE_MAX_IOV];
 	unsigned niov, iov_idx;

@@ -6,6 +6,8 @@
  */
 #include "harness.h"
 
+#include <unistd.h>
+
 #include <arpa/inet.h>
 #include <stdlib.h>
 
@@ -347,6 +349,64 @@ static int idle_target(struct chan *c, void *arg)
 	return t_failures;
 }
 
+/* ---- a SEND waits for a receive that the target posts only after its
+ * own READ from the sender completed (rnr_retry 7). The READ's answer
+ * must get past the waiting SEND: a transport that stops reading the
+ * connection while it waits deadlocks here. */
+static int rnr_read_init(struct chan *c, void *arg)
+{
+	struct side_opts o;
+	struct side s;
+	struct peer_info p;
+	struct ibv_wc wc;
+
+	side_opts_default(&o);
+	REQUIRE(!side_pair(&s, &o, c, &p), "setup");
+	memset(s.buf + 4096, 0xa7, 512); /* what the target reads */
+	memset(s.buf, 0x3c, 64);
+	chan_barrier(c);
+	CHECK(!post_send1(s.qp, IBV_WR_SEND, s.buf, 64, s.mr->lkey, 0, 0,
+			  IBV_SEND_SIGNALED, 1),
+	      "send");
+	chan_barrier(c); /* the SEND is on its way: the target reads */
+	CHECK(!poll_one(s.cq, &wc, T) && wc.status == IBV_WC_SUCCESS &&
+		      wc.wr_id == 1,
+	      "the send completes once the receive is posted");
+	chan_barrier(c);
+	side_close(&s);
+	return t_failures;
+}
+
+static int rnr_read_target(struct chan *c, void *arg)
+{
+	struct side_opts o;
+	struct side s;
+	struct peer_info p;
+	struct ibv_wc wc;
+
+	side_opts_default(&o);
+	REQUIRE(!side_pair(&s, &o, c, &p), "setup");
+	chan_barrier(c);
+	chan_barrier(c);
+	usleep(20000); /* the SEND arrives and finds no receive */
+	CHECK(!post_send1(s.qp, IBV_WR_RDMA_READ, s.buf + 8192, 512,
+			  s.mr->lkey, p.addr + 4096, p.rkey, IBV_SEND_SIGNALED,
+			  2),
+	      "read");
+	CHECK(!poll_one(s.cq, &wc, T) && wc.status == IBV_WC_SUCCESS &&
+		      wc.wr_id == 2,
+	      "the read completes while the peer's SEND waits");
+	CHECK(s.buf[8192] == (uint8_t)0xa7 && s.buf[8192 + 511] == (uint8_t)0xa7,
+	      "read data");
+	CHECK(!post_recv1(s.qp, s.buf, 256, s.mr->lkey, 3), "recv");
+	CHECK(!poll_one(s.cq, &wc, T) && wc.status == IBV_WC_SUCCESS &&
+		      wc.wr_id == 3 && wc.byte_len == 64 && s.buf[0] == 0x3c,
+	      "the waiting SEND lands");
+	chan_barrier(c);
+	side_close(&s);
+	return t_failures;
+}
+
 int main(int argc, char **argv)
 {
 	enum run_mode m = test_mode(argc, argv);
@@ -359,6 +419,8 @@ int main(int argc, char **argv)
 	RUN("rdma_read+atomics", read_init, read_target, NULL, m, pass, fail);
 	RUN("read_window>max_rd_atomic", rdwin_init, rdwin_target, NULL, m,
 	    pass, fail);
+	RUN("send_waits_for_recv_after_read", rnr_read_init, rnr_read_target,
+	    NULL, m, pass, fail);
 	RUN("unsignaled", unsig_init, idle_target, NULL, m, pass, fail);
 	RUN("sq_sig_all", unsig_init, idle_target, (void *)1, m, pass, fail);
 	return test_summary(pass, fail);

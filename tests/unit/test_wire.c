@@ -278,9 +278,37 @@ static void test_invalid(void)
 	      !strcmp(srn_wire_op_names[SRN_WOP_READ_RESP], "READ_RESP"));
 }
 
+/* Go back N: after requests 0-3, request 1 may come again (the responder
+ * NAKed it, RNR); a request beyond the next one never may. */
+static void test_retransmit(void)
+{
+	uint8_t buf[1024];
+	struct srn_wire_rx rx;
+	struct got g = { 0 };
+	size_t n = 0, used;
+
+	for (uint32_t psn = 0; psn < 4; psn++)
+		n += put(buf + n, SRN_WOP_SEND, psn, "abcd", 4);
+	n += put(buf + n, SRN_WOP_SEND, 1, "abcd", 4); /* again */
+	n += put(buf + n, SRN_WOP_SEND, 2, "abcd", 4);
+	srn_wire_rx_init(&rx);
+	feed_all(&rx, buf, n, &g);
+	CHECK(g.msgs == 6);
+	n = put(buf, SRN_WOP_SEND, 4, "abcd", 4); /* skips 3 */
+	CHECK(srn_wire_feed(&rx, buf, n, &sink, &g, &used) == -EPROTO);
+	srn_wire_rx_init(&rx);
+	n = put(buf, SRN_WOP_SEND, 0, "abcd", 4);
+	n += put(buf + n, SRN_WOP_SEND, 0, "abcd", 4); /* a repeat is legal */
+	n += put(buf + n, SRN_WOP_SEND, 2, "abcd", 4); /* a gap is not */
+	g.msgs = 0;
+	CHECK(srn_wire_feed(&rx, buf, n, &sink, &g, &used) == -EPROTO);
+	CHECK(g.msgs == 2);
+}
+
 int main(void)
 {
 	test_splits();
+	test_retransmit();
 	test_socket();
 	test_invalid();
 	return unit_summary();
