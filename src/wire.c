@@ -136,7 +136,11 @@ static size_t srn_wire_rx_dst(struct srn_wire_rx *rx, uint8_t **dst)
 		return rx->payload_left;
 	}
 	*dst = (uint8_t *)rx->iov[rx->iov_idx].iov_base + rx->iov_off;
-	return rx->iov[rx->iov_idx].iov_len - rx->iov_off;
+	/* a destination may be larger than the payload (a receive WQE
+	 * bigger than the message): never past the payload's end */
+	return rx->iov[rx->iov_idx].iov_len - rx->iov_off < rx->payload_left ?
+		       rx->iov[rx->iov_idx].iov_len - rx->iov_off :
+		       rx->payload_left;
 }
 
 static void srn_wire_rx_advance(struct srn_wire_rx *rx, bool discard,

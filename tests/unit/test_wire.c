@@ -278,6 +278,38 @@ static void test_invalid(void)
 	      !strcmp(srn_wire_op_names[SRN_WOP_READ_RESP], "READ_RESP"));
 }
 
+/* A destination larger than the payload (a receive WQE bigger than the
+ * message) takes the payload only: the next message, in the same buffer,
+ * is parsed as such. */
+static uint8_t wide_buf[256];
+
+static int wide_hdr(void *ctx, const struct srn_wire_hdr *h,
+		    struct iovec *iov, unsigned *niov)
+{
+	iov[0].iov_base = wide_buf;
+	iov[0].iov_len = sizeof(wide_buf);
+	*niov = 1;
+	return 0;
+}
+
+static void test_wide_dest(void)
+{
+	static const struct srn_wire_sink wide = { wide_hdr, on_msg, on_ack };
+	uint8_t buf[512];
+	struct srn_wire_rx rx;
+	struct got g = { 0 };
+	size_t n = 0, used;
+
+	n += put(buf + n, SRN_WOP_SEND, 0, "abcd", 4);
+	n += put(buf + n, SRN_WOP_SEND, 1, "efgh", 4);
+	memset(wide_buf, 0, sizeof(wide_buf));
+	srn_wire_rx_init(&rx);
+	CHECK(srn_wire_feed(&rx, buf, n, &wide, &g, &used) == 0);
+	CHECK(used == n && g.msgs == 2);
+	CHECK(!memcmp(wide_buf, "efgh", 4) && wide_buf[4] == 0);
+	CHECK(rx.payload_left == 0 && rx.hdr_have == 0);
+}
+
 /* Go back N: after requests 0-3, request 1 may come again (the responder
  * NAKed it, RNR); a request beyond the next one never may. */
 static void test_retransmit(void)
@@ -309,6 +341,7 @@ int main(void)
 {
 	test_splits();
 	test_retransmit();
+	test_wide_dest();
 	test_socket();
 	test_invalid();
 	return unit_summary();
