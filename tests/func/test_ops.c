@@ -352,7 +352,8 @@ static int idle_target(struct chan *c, void *arg)
 /* ---- a SEND waits for a receive that the target posts only after its
  * own READ from the sender completed (rnr_retry 7). The READ's answer
  * must get past the waiting SEND: a transport that stops reading the
- * connection while it waits deadlocks here. */
+ * connection while it waits deadlocks here. Behind the SEND, a WRITE, a
+ * READ and a second SEND wait too, and must complete once, in order. */
 static int rnr_read_init(struct chan *c, void *arg)
 {
 	struct side_opts o;
@@ -364,14 +365,29 @@ static int rnr_read_init(struct chan *c, void *arg)
 	REQUIRE(!side_pair(&s, &o, c, &p), "setup");
 	memset(s.buf + 4096, 0xa7, 512); /* what the target reads */
 	memset(s.buf, 0x3c, 64);
+	memset(s.buf + 128, 0x5d, 64);
 	chan_barrier(c);
 	CHECK(!post_send1(s.qp, IBV_WR_SEND, s.buf, 64, s.mr->lkey, 0, 0,
 			  IBV_SEND_SIGNALED, 1),
 	      "send");
+	CHECK(!post_send1(s.qp, IBV_WR_RDMA_WRITE, s.buf + 128, 64, s.mr->lkey,
+			  p.addr + 16384, p.rkey, IBV_SEND_SIGNALED, 2),
+	      "write");
+	CHECK(!post_send1(s.qp, IBV_WR_RDMA_READ, s.buf + 1024, 64, s.mr->lkey,
+			  p.addr + 20480, p.rkey, IBV_SEND_SIGNALED, 3),
+	      "read");
+	CHECK(!post_send1(s.qp, IBV_WR_SEND, s.buf + 128, 32, s.mr->lkey, 0, 0,
+			  IBV_SEND_SIGNALED, 4),
+	      "send 2");
 	chan_barrier(c); /* the SEND is on its way: the target reads */
-	CHECK(!poll_one(s.cq, &wc, T) && wc.status == IBV_WC_SUCCESS &&
-		      wc.wr_id == 1,
-	      "the send completes once the receive is posted");
+	for (uint64_t id = 1; id <= 4; id++)
+		CHECK(!poll_one(s.cq, &wc, T) && wc.status == IBV_WC_SUCCESS &&
+			      wc.wr_id == id,
+		      "WR %llu completes, in order, once the receive is posted",
+		      (unsigned long long)id);
+	CHECK(s.buf[1024] == 0x61 && s.buf[1024 + 63] == 0x61,
+	      "the read behind the send");
+	CHECK(ibv_poll_cq(s.cq, 1, &wc) == 0, "each WR completes once");
 	chan_barrier(c);
 	side_close(&s);
 	return t_failures;
@@ -386,6 +402,7 @@ static int rnr_read_target(struct chan *c, void *arg)
 
 	side_opts_default(&o);
 	REQUIRE(!side_pair(&s, &o, c, &p), "setup");
+	memset(s.buf + 20480, 0x61, 64); /* what the peer reads */
 	chan_barrier(c);
 	chan_barrier(c);
 	usleep(20000); /* the SEND arrives and finds no receive */
@@ -399,9 +416,17 @@ static int rnr_read_target(struct chan *c, void *arg)
 	CHECK(s.buf[8192] == (uint8_t)0xa7 && s.buf[8192 + 511] == (uint8_t)0xa7,
 	      "read data");
 	CHECK(!post_recv1(s.qp, s.buf, 256, s.mr->lkey, 3), "recv");
+	CHECK(!post_recv1(s.qp, s.buf + 256, 256, s.mr->lkey, 4), "recv 2");
 	CHECK(!poll_one(s.cq, &wc, T) && wc.status == IBV_WC_SUCCESS &&
 		      wc.wr_id == 3 && wc.byte_len == 64 && s.buf[0] == 0x3c,
 	      "the waiting SEND lands");
+	CHECK(!poll_one(s.cq, &wc, T) && wc.status == IBV_WC_SUCCESS &&
+		      wc.wr_id == 4 && wc.byte_len == 32 &&
+		      s.buf[256] == 0x5d,
+	      "the second SEND lands once");
+	CHECK(s.buf[16384] == 0x5d && s.buf[16384 + 63] == 0x5d,
+	      "the write behind the send landed");
+	CHECK(ibv_poll_cq(s.cq, 1, &wc) == 0, "no extra receive");
 	chan_barrier(c);
 	side_close(&s);
 	return t_failures;
