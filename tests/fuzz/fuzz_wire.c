@@ -16,9 +16,11 @@ static int on_hdr(void *ctx, const struct srn_wire_hdr *h, struct iovec *iov,
 		  unsigned *niov)
 {
 	/* as the transport does: point up to two destinations into a
-	 * registered buffer, bounded by it; the rest is discarded */
+	 * registered buffer, bounded by it; the rest is discarded. The
+	 * second may be larger than the payload (a receive WQE larger
+	 * than the message): the parser must stop at the payload's end */
 	size_t a = h->len < 1000 ? h->len : 1000;
-	size_t b = h->len - a < 3000 ? h->len - a : 3000;
+	size_t b = 3000;
 
 	iov[0].iov_base = dest;
 	iov[0].iov_len = a;
@@ -59,8 +61,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (chunk > size - off)
 			chunk = size - off;
 		err = srn_wire_feed(&rx, data + off, chunk, &sink, &msgs, &used);
-		if (used > chunk)
-			__builtin_trap();
+		if (used > chunk || rx.payload_left > SRN_WIRE_MAX_PAYLOAD)
+			__builtin_trap(); /* overran, or the payload wrapped */
 		off += used;
 		if (err == -EAGAIN) {
 			msgs |= 1; /* the next try goes through */
