@@ -250,8 +250,13 @@ static int srn_shm_execute(struct srn_qp *qp, const struct srn_swqe *w,
 	struct srn_peer *p = qp->tpriv;
 	uint32_t tst;
 
-	if (srn_unlikely(atomic_load_explicit(&p->gone, memory_order_acquire))) {
-		*status = IBV_WC_RETRY_EXC_ERR; /* nobody answers any more */
+	switch (atomic_load_explicit(&p->gone, memory_order_acquire)) {
+	case SRN_PEER_CLOSED: /* the peer QP was destroyed: nobody answers;
+			       * a device retries, then RETRY_EXC_ERR */
+		*stall = SRN_STALL_NOT_READY;
+		return -EAGAIN;
+	case SRN_PEER_DEAD:
+		*status = IBV_WC_RETRY_EXC_ERR;
 		return 0;
 	}
 	/* acquire: pairs with the release in srn_qp_set_state */
@@ -444,7 +449,7 @@ static void srn_shm_on_hup(struct srn_pollable *pl, uint32_t events)
 			 p->qp->ibqpx.qp_base.qp_num, (int)p->pid, p->qpn);
 		srn_qp_async_error(p->qp);
 	} else {
-		srn_progress_wake_at(srn_now_ns()); /* fail what waits */
+		srn_progress_request_retry(); /* what waits times out */
 	}
 }
 

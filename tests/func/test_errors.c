@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #define T 5000
@@ -330,6 +331,66 @@ static int nothing(struct chan *c, void *arg)
 	return 0;
 }
 
+/* ---- the peer QP is destroyed (its process lives on): what we send
+ * gets no answer, so it fails as on a device whose retries run out:
+ * RETRY_EXC_ERR after timeout x (retry_cnt + 1), not at once (programs
+ * such as ibv_srq_pingpong exit with a send still outstanding). */
+static double now_s(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+static int gone_init(struct chan *c, void *arg)
+{
+	struct side_opts o;
+	struct side s;
+	struct peer_info p;
+	struct ibv_wc wc;
+	double t0, dt;
+
+	side_opts_default(&o);
+	o.timeout = 12; /* 16.8 ms */
+	o.retry_cnt = 2; /* 3 x 16.8 ms = 50 ms */
+	REQUIRE(!side_pair(&s, &o, c, &p), "setup");
+	chan_barrier(c); /* the target destroyed its QP */
+	t0 = now_s();
+	CHECK(!post_send1(s.qp, IBV_WR_SEND, s.buf, 64, s.mr->lkey, 0, 0,
+			  IBV_SEND_SIGNALED, 1),
+	      "send");
+	CHECK(!poll_one(s.cq, &wc, T) && wc.wr_id == 1 &&
+		      wc.status == IBV_WC_RETRY_EXC_ERR,
+	      "send to a destroyed QP: %s", ibv_wc_status_str(wc.status));
+	dt = now_s() - t0;
+	/* never earlier than the retries allow (a slow machine only makes
+	 * it later) */
+	CHECK(dt >= 0.040, "failed after %.3f s, before the retries ran out",
+	      dt);
+	CHECK(wait_err(s.qp), "initiator QP not in ERR");
+	chan_barrier(c);
+	side_close(&s);
+	return t_failures;
+}
+
+static int gone_target(struct chan *c, void *arg)
+{
+	struct side_opts o;
+	struct side s;
+	struct peer_info p;
+
+	side_opts_default(&o);
+	REQUIRE(!side_pair(&s, &o, c, &p), "setup");
+	CHECK(!ibv_destroy_qp(s.qp), "destroy QP");
+	s.qp = NULL;
+	usleep(20000); /* the hang-up reaches the peer */
+	chan_barrier(c);
+	chan_barrier(c);
+	side_close(&s);
+	return t_failures;
+}
+
 int main(int argc, char **argv)
 {
 	enum run_mode m = test_mode(argc, argv);
@@ -338,6 +399,8 @@ int main(int argc, char **argv)
 	for (unsigned i = 0; i <= S_FULL_SQ; i++)
 		RUN(scen_names[i], err_init, err_target, (void *)(uintptr_t)i, m,
 		    pass, fail);
+	RUN("peer_qp_destroyed->RETRY_EXC_ERR", gone_init, gone_target, NULL,
+	    m, pass, fail);
 	RUN("verbs_errno", verbs_errno, nothing, NULL, m, pass, fail);
 	return test_summary(pass, fail);
 }
