@@ -11,6 +11,7 @@
 
 #define SRN_TCP_PORT_DEFAULT 4791
 #define SRN_TCP_USER_TIMEOUT_MS 5000 /* unacknowledged data: peer gone */
+#define SRN_TCP_SEND_CHUNK (128u << 10) /* bytes per sendmsg, at most */
 
 /* How the other end went away. */
 #define SRN_TCP_ALIVE 0u

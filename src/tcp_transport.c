@@ -41,6 +41,36 @@ static enum ibv_wc_status srn_tcp_status(uint32_t ws)
 	return ws < SRN_WS_NR ? map[ws] : IBV_WC_REM_OP_ERR;
 }
 
+/*
+ * One sendmsg of at most SRN_TCP_SEND_CHUNK bytes of mh. Measured: 1 MiB
+ * SENDs ran 1.9 GB/s as one call each and 2.6-2.8 GB/s in 128 KiB calls
+ * (WRITEs 2.1 -> 2.3-2.5) across a veth. Likely why: one call holds the
+ * socket through the whole copy, so the peer's TCP ACKs wait in the
+ * backlog until it ends. iperf3 also writes 128 KiB at a time.
+ */
+static ssize_t srn_tcp_sendmsg_chunk(int fd, const struct msghdr *mh)
+{
+	struct msghdr m = *mh;
+	struct iovec *cut = NULL;
+	size_t tot = 0, len = 0;
+	ssize_t k;
+
+	for (size_t i = 0; i < m.msg_iovlen; i++) {
+		if (tot + m.msg_iov[i].iov_len > SRN_TCP_SEND_CHUNK) {
+			cut = &m.msg_iov[i];
+			len = cut->iov_len;
+			cut->iov_len = SRN_TCP_SEND_CHUNK - tot;
+			m.msg_iovlen = i + 1;
+			break;
+		}
+		tot += m.msg_iov[i].iov_len;
+	}
+	k = sendmsg(fd, &m, MSG_NOSIGNAL);
+	if (cut)
+		cut->iov_len = len;
+	return k;
+}
+
 /* Sends the whole iovec list (blocking in the kernel when the socket is
  * full, never spinning). */
 int srn_tcp_sendv(int fd, struct iovec *iov, unsigned n)
@@ -48,7 +78,7 @@ int srn_tcp_sendv(int fd, struct iovec *iov, unsigned n)
 	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = n };
 
 	while (mh.msg_iovlen) {
-		ssize_t k = sendmsg(fd, &mh, MSG_NOSIGNAL);
+		ssize_t k = srn_tcp_sendmsg_chunk(fd, &mh);
 
 		if (k < 0) {
 			struct pollfd p = { .fd = fd, .events = POLLOUT };

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * Data integrity: random sizes (0..64 KiB), offsets and SGE layouts (1..4
- * SGEs) for WRITE, READ and SEND, every byte checked at the other side.
+ * Data integrity: random sizes (0..64 KiB, and one round in 8 up to
+ * 800 KB, beyond a transport's per-call chunk), offsets and SGE layouts
+ * (1..4 SGEs) for WRITE, READ and SEND, every byte checked at the other
+ * side.
  * The seed is printed; SRN_SEED=<n> replays a run.
  */
 #include "harness.h"
@@ -35,13 +37,16 @@ static uint32_t rnd(uint32_t *s)
 static void make_plan(struct plan *p, uint32_t round)
 {
 	uint32_t s = seed0 ^ (round * 2654435761u), total = 0, off;
+	bool big;
 
 	memset(p, 0, sizeof(*p));
 	p->seed = s;
 	p->op = rnd(&s) % 3;
 	p->nsge = 1 + rnd(&s) % 4;
+	big = rnd(&s) % 8 == 0;
 	for (uint32_t i = 0; i < p->nsge; i++) {
-		p->len[i] = rnd(&s) % 4 == 0 ? rnd(&s) % 16 :
+		p->len[i] = big		      ? rnd(&s) % 200001 :
+			    rnd(&s) % 4 == 0 ? rnd(&s) % 16 :
 					       rnd(&s) % (16384 + 1);
 		p->loff[i] = i * (REGION / 4) + rnd(&s) % 4096;
 		total += p->len[i];
