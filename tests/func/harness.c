@@ -213,12 +213,17 @@ void side_close(struct side *s)
 	memset(s, 0, sizeof(*s));
 }
 
-static uint64_t now_ms(void)
+double now_s(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000ull + ts.tv_nsec / 1000000;
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static uint64_t now_ms(void)
+{
+	return (uint64_t)(now_s() * 1000);
 }
 
 int poll_one(struct ibv_cq *cq, struct ibv_wc *wc, int timeout_ms)

@@ -89,6 +89,8 @@ void side_close(struct side *s);
 int side_pair(struct side *s, const struct side_opts *o, struct chan *c,
 	      struct peer_info *peer);
 
+/* CLOCK_MONOTONIC in seconds. */
+double now_s(void);
 /* Busy-polls one completion; 0 on success, -1 on timeout. */
 int poll_one(struct ibv_cq *cq, struct ibv_wc *wc, int timeout_ms);
 /* Checks that no completion arrives within ms. */

@@ -8,7 +8,6 @@
 
 #include <errno.h>
 #include <stdlib.h>
-#include <time.h>
 #include <unistd.h>
 
 #define T 5000
@@ -335,14 +334,6 @@ static int nothing(struct chan *c, void *arg)
  * gets no answer, so it fails as on a device whose retries run out:
  * RETRY_EXC_ERR after timeout x (retry_cnt + 1), not at once (programs
  * such as ibv_srq_pingpong exit with a send still outstanding). */
-static double now_s(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec + t.tv_nsec / 1e9;
-}
-
 static int gone_init(struct chan *c, void *arg)
 {
 	struct side_opts o;

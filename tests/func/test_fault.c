@@ -13,18 +13,9 @@
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #define DEPTH 64
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 /* Mappings of softrnic's segments (queues, CQs, TPT) or open fds of any of
  * its memfds, "srn-...": none once everything is destroyed. (Pages of a
