@@ -138,13 +138,14 @@ int srn_progress_add(struct srn_pollable *p, uint32_t events)
 	srn_progress_lock();
 	if (epoll_ctl(srn_progress_epfd(p), EPOLL_CTL_ADD, p->fd, &ev))
 		err = -errno;
-	if (!err && p->data) {
+	if (!err) {
 		p->added = true;
-		srn_list_add(&p->plink, &srn_prog.live);
-		srn_prog.ndata++;
-	} else if (!err) {
-		p->added = true;
-		srn_list_add_tail(&p->plink, &srn_prog.live);
+		if (p->data) { /* the data set first: srn_progress_run_direct */
+			srn_list_add(&p->plink, &srn_prog.live);
+			srn_prog.ndata++;
+		} else {
+			srn_list_add_tail(&p->plink, &srn_prog.live);
+		}
 	}
 	srn_progress_unlock();
 	return err;

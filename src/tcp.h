@@ -98,9 +98,8 @@ struct srn_tcp_qp {
 	uint32_t rnr_psn, rnr_left;
 	bool rnr_seen;
 	uint64_t rnr_until_ns; /* relaxed atomics: both sides */
-	uint64_t rewind_pos;
+	uint64_t rewind_pos; /* set before the release of qp->pending_run */
 	uint32_t rewind_psn;
-	atomic_uint rewind; /* release: the three above are set */
 	char desc[64];
 };
 

@@ -183,7 +183,7 @@ static unsigned srn_tcp_atomic_iov(const struct srn_swqe *w,
 static bool srn_tcp_rnr_waiting(struct srn_tcp_qp *tq)
 {
 	/* relaxed: the receive side's srn_tcp_rnr_nak sets it, before the
-	 * release of rewind that made us go back */
+	 * release of pending_run that made us go back */
 	uint64_t until = __atomic_load_n(&tq->rnr_until_ns, __ATOMIC_RELAXED);
 
 	if (srn_likely(!until))
@@ -394,15 +394,15 @@ static bool srn_tcp_rnr_nak(struct srn_tcp_link *l, const struct srn_wire_hdr *h
 			 __ATOMIC_RELAXED);
 	__atomic_store_n(&tq->rewind_pos, l->resp_pos, __ATOMIC_RELAXED);
 	__atomic_store_n(&tq->rewind_psn, l->resp_psn, __ATOMIC_RELAXED);
-	/* release: pairs with the acquires in srn_tcp_rewind and
-	 * srn_req_run */
-	atomic_store_explicit(&tq->rewind, 1, memory_order_release);
+	/* release: pairs with the acquire in srn_req_run, which then calls
+	 * srn_tcp_rewind */
 	atomic_store_explicit(&qp->pending_run, 1, memory_order_release);
 	srn_progress_request_retry();
 	return true;
 }
 
-/* sq_lock: go back to the WQE the target NAKed (RNR). */
+/* sq_lock, after srn_req_run took qp->pending_run: go back to the WQE the
+ * target NAKed (RNR). */
 static bool srn_tcp_rewind(struct srn_qp *qp, uint64_t *pos_p)
 {
 	struct srn_tcp_qp *tq = qp->tpriv;
@@ -410,8 +410,7 @@ static bool srn_tcp_rewind(struct srn_qp *qp, uint64_t *pos_p)
 	struct srn_tcp_link *l = __atomic_load_n(&tq->link, __ATOMIC_ACQUIRE);
 	uint64_t pos;
 
-	if (!l || !atomic_exchange_explicit(&tq->rewind, 0,
-					    memory_order_acquire))
+	if (!l)
 		return false;
 	pos = __atomic_load_n(&tq->rewind_pos, __ATOMIC_RELAXED);
 	if (qp->sq.sent - pos > qp->sq.size)
