@@ -23,7 +23,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
-#include "srn_ctl_proto.h"
+#include "proto/srn_ctl_proto.h"
 
 static const char *const srn_cmd_names[] = { "exec", "devinfo", "stat", NULL };
 

@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "wire.h"
+#include "transport/tcp/wire.h"
 
 static uint8_t dest[4096];
 

@@ -10,7 +10,7 @@ command -v clang >/dev/null || { echo "skip: clang not installed"; exit 77; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 if ! clang -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined \
-	-fno-sanitize-recover=all -I"$src" "$here/fuzz_wire.c" "$src/wire.c" \
+	-fno-sanitize-recover=all -I"$src" "$here/fuzz_wire.c" "$src/transport/tcp/wire.c" \
 	-o "$work/fuzz_wire" 2>"$work/cc.log"; then
 	if grep -q -i 'libclang_rt.fuzzer\|cannot find.*fuzzer' "$work/cc.log"; then
 		echo "skip: libFuzzer runtime missing (libclang-rt-14-dev)"

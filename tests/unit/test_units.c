@@ -10,7 +10,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "srn.h"
+#include "engine/engine.h"
 #include "unit_check.h"
 
 

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "wire.h"
+#include "transport/tcp/wire.h"
 #include "unit_check.h"
 
 

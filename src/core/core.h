@@ -1,0 +1,469 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * softrnic — the core: the objects a verbs user creates, their memory and
+ * their queues. Nothing here runs a queue or talks to a peer (that is the
+ * engine's work, engine/engine.h); the core calls only util/.
+ *
+ *   device.c, context.c  the device, its contexts and async event queue
+ *   pd.c, ah.c           protection domains, address handles
+ *   mr.c                 MRs and the key table (TPT)
+ *   memreg.c             making registered memory shareable (memfd remap)
+ *   cq.c, event.c        completion rings, channels
+ *   queue.c, srq.c       receive rings (QP RQ and SRQ) in shared memory
+ *   qp.c                 the QP object: queues, attributes, WQE format
+ *   opcode.c             the opcode table
+ *   sge.c                local SGE resolution
+ */
+#ifndef SRN_CORE_H
+#define SRN_CORE_H
+
+#include <infiniband/verbs.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "util/util.h"
+
+/* ---- device limits (reported by ibv_query_device and enforced) ---- */
+#define SRN_MAX_QP 4096
+#define SRN_MAX_QP_WR 16384
+#define SRN_MAX_SGE 16
+#define SRN_MAX_INLINE 256
+#define SRN_MAX_CQ 4096
+#define SRN_MAX_CQE 65535
+#define SRN_MAX_MR (SRN_TPT_ENTRIES - 1)
+#define SRN_MAX_MR_SIZE (1ull << 40)
+#define SRN_MAX_PD 4096
+#define SRN_MAX_SRQ 1024
+#define SRN_MAX_SRQ_WR 16384
+#define SRN_MAX_AH 4096
+#define SRN_MAX_RD_ATOM 128
+#define SRN_MAX_MSG_SZ 0x80000000u
+#define SRN_GID_TBL_LEN 16
+#define SRN_VENDOR_ID 0x5352ee /* none of Mellanox, Amazon, Intel, ... */
+#define SRN_VENDOR_PART_ID 0x5201
+#define SRN_DEV_NAME "softrnic0"
+/* ---- device.c ---- */
+struct srn_device {
+	struct ibv_device ibdev;
+	void *verbs_ops_slot; /* NULL; where verbs_device.ops would be */
+	uint64_t guid;
+	union ibv_gid gid;
+	uint32_t ipv4; /* network order, the address in gid */
+};
+
+struct srn_device *srn_device_get(void);
+int srn_query_device_ex(struct ibv_context *context,
+			const struct ibv_query_device_ex_input *input,
+			struct ibv_device_attr_ex *attr, size_t attr_size);
+int srn_query_port(struct ibv_context *context, uint8_t port_num,
+		   struct ibv_port_attr *attr, size_t attr_len);
+/*
+ * Serves a virtual sysfs file of a softrnic device (ibv_read_sysfs_file
+ * asks it first for every "<dir>/<file>" it is given). Fills buf (at most
+ * size bytes, NUL-terminated when it fits, no trailing newline) and returns
+ * the length, >= 0, when (dir, file) is ours; -ENOENT when it is not (the
+ * real file is read instead); any other -errno fails the read.
+ */
+int srn_sysfs_virtual_read(const char *dir, const char *file, char *buf,
+			   size_t size);
+bool srn_gid_is_local(const union ibv_gid *gid);
+
+/* ---- context.c ---- */
+struct srn_async_event {
+	struct srn_list link;
+	struct ibv_async_event ev;
+};
+
+struct srn_context {
+	struct srn_list link; /* in the progress thread's context list */
+	pid_t owner_pid;
+	uint32_t handle;
+	pthread_mutex_t lock; /* object lists, handles, MR table */
+	struct srn_list qps, cqs, srqs;
+	uint32_t nqp, ncq, nsrq, npd, nmr, nah;
+	uint32_t next_handle;
+	/* key table: shared (peers map it read-only) and private half */
+	struct srn_seg tpt_seg;
+	struct srn_mr *mr_by_index[SRN_TPT_ENTRIES];
+	uint32_t mr_hint;
+	/* async events (ibv_get_async_event) */
+	pthread_mutex_t async_lock;
+	struct srn_list async_events;
+	/* QPs with a stalled send queue (RNR, peer not ready) */
+	atomic_uint nstalled;
+	/* must be last: the application's view */
+	struct verbs_context vctx;
+};
+
+static inline struct srn_context *to_sctx(struct ibv_context *ibctx)
+{
+	return container_of(ibctx, struct srn_context, vctx.context);
+}
+
+static inline struct srn_tpt_shm *srn_ctx_tpt(struct srn_context *ctx)
+{
+	return ctx->tpt_seg.addr;
+}
+
+int srn_ctx_create(struct ibv_device *device, struct srn_context **ctx_p);
+void srn_ctx_destroy(struct srn_context *ctx);
+uint32_t srn_ctx_new_handle(struct srn_context *ctx);
+void srn_async_event_post(struct srn_context *ctx,
+			  const struct ibv_async_event *ev);
+bool srn_ctx_is_foreign(const struct srn_context *ctx);
+extern pid_t srn_pid; /* this process, refreshed after fork */
+
+/* ---- pd.c ---- */
+struct srn_pd {
+	struct ibv_pd ibpd;
+	uint32_t handle;
+	atomic_uint refs; /* MRs, QPs, SRQs, AHs using it */
+};
+
+static inline struct srn_pd *to_spd(struct ibv_pd *p)
+{
+	return container_of(p, struct srn_pd, ibpd);
+}
+
+/* ---- memreg.c ---- */
+struct srn_chunk;
+
+struct srn_mr_piece {
+	struct srn_chunk *chunk;
+	uint64_t span_off;
+	uint64_t len;
+	uint64_t file_off;
+	int fd; /* the chunk's memfd (owned by the chunk) */
+};
+
+struct srn_memreg {
+	uintptr_t span_start;
+	size_t span_len;
+	unsigned npieces;
+	struct srn_mr_piece piece[16];
+};
+
+int srn_memreg_get(struct srn_memreg *reg, uintptr_t addr, size_t len,
+		   bool need_write);
+void srn_memreg_put(struct srn_memreg *reg);
+void srn_memreg_atfork_child(void);
+int srn_memreg_check(uintptr_t addr, size_t len, bool need_write);
+
+/* ---- mr.c: the translation and protection table ---- */
+struct srn_mr {
+	struct ibv_mr ibmr;
+	struct srn_pd *pd;
+	uint32_t index;
+	unsigned access;
+	uint64_t iova;
+	bool shared; /* memory reachable by peers (memreg holds it) */
+	struct srn_memreg reg;
+};
+
+/* What a key resolves to: a copy of its TPT entry, taken consistently. */
+struct srn_key_ref {
+	uint32_t key;
+	uint32_t pd_handle;
+	uint32_t access;
+	uint64_t iova;
+	uint64_t length;
+	uint64_t va;
+};
+
+/* Outcome of a key check, in the order the checks run. */
+enum srn_key_err {
+	SRN_KEY_OK = 0,
+	SRN_KEY_BAD_KEY,
+	SRN_KEY_BAD_PD,
+	SRN_KEY_BAD_ACCESS,
+	SRN_KEY_BAD_BOUNDS,
+};
+extern const char *const srn_key_err_names[];
+
+int srn_tpt_lookup(const struct srn_tpt_shm *tpt, uint32_t key,
+		   struct srn_key_ref *ref);
+enum srn_key_err srn_key_check(const struct srn_tpt_shm *tpt, uint32_t key,
+			       uint32_t pd_handle, unsigned need_access,
+			       uint64_t addr, uint64_t len,
+			       struct srn_key_ref *ref);
+int srn_tpt_init(struct srn_context *ctx);
+void srn_tpt_fini(struct srn_context *ctx);
+int srn_mr_export(struct srn_context *ctx, uint32_t key,
+		  struct srn_key_ref *ref, struct srn_memreg *reg_copy);
+
+/* ---- cq.c ---- */
+struct srn_comp_channel {
+	struct ibv_comp_channel ibch;
+	pthread_mutex_t lock;
+	struct srn_list cqs;
+};
+
+/* A producer's view of some CQ: ours or a peer's. */
+struct srn_cq_view {
+	struct srn_cq_shm *shm;
+	struct srn_cqe *ring;
+	uint32_t mask;
+	int chan_fd; /* eventfd of the owner's channel, -1 if none */
+	int kick_fd; /* owner's progress kick, for overflow */
+	/* last cons read: a lower bound, so the free space it implies is
+	 * never more than the truth (relaxed: a hint shared by producers) */
+	uint64_t cons_seen;
+};
+
+struct srn_cq {
+	struct ibv_cq_ex ibcq; /* ibv_cq is its prefix */
+	struct srn_context *ctx;
+	struct srn_list ctx_link;
+	struct srn_list chan_link;
+	uint32_t handle;
+	struct srn_lock lock; /* the consumer side */
+	struct srn_seg seg;
+	struct srn_cq_shm *shm;
+	struct srn_cqe *ring;
+	uint32_t mask;
+	uint64_t cons; /* owner's copy, published to shm->cons */
+	uint64_t events_seen; /* events handed out by ibv_get_cq_event */
+	struct srn_comp_channel *chan;
+	struct srn_cq_view local; /* producer view for this process */
+	atomic_uint refs; /* QPs and SRQs using it */
+	uint8_t overflow_reported; /* atomic exchange */
+	/* A producer in a process that died may have reserved a slot it
+	 * never filled: after this time poll_cq skips such a slot. */
+	uint64_t repair_after_ns; /* atomic; 0: no peer died */
+};
+
+static inline struct srn_cq *to_scq(struct ibv_cq *c)
+{
+	return container_of((struct ibv_cq_ex *)c, struct srn_cq, ibcq);
+}
+
+int srn_cq_view_init(struct srn_cq_view *v, void *seg_addr, size_t seg_size,
+		     int chan_fd, int kick_fd);
+int srn_cq_post(struct srn_cq_view *v, const struct srn_cqe *cqe);
+int srn_cq_create(struct ibv_context *context, int cqe, void *cq_context,
+		  struct ibv_comp_channel *channel, int comp_vector,
+		  struct srn_cq **cq_p);
+int srn_cq_del(struct srn_cq *cq);
+void srn_cq_destroy(struct srn_cq *cq);
+int srn_cq_drain(struct srn_cq *cq, int ne, struct ibv_wc *wc);
+bool srn_cq_repair(struct srn_cq *cq);
+void srn_cq_arm(struct srn_cq *cq, bool solicited_only);
+void srn_cq_check_overflow(struct srn_cq *cq);
+void srn_cq_peer_died(struct srn_cq *cq);
+
+/* ---- event.c ---- */
+int srn_channel_signal(int chan_fd);
+
+/* ---- queue.c: receive rings in shared memory ---- */
+struct srn_rq_view {
+	struct srn_rq_shm *rq;
+	uint8_t *wqes;
+	uint32_t mask;
+	uint32_t stride;
+	uint32_t max_sge;
+	uint64_t cons_seen; /* owner: last cons read (a lower bound) */
+};
+
+/* A receive WQE with room for the largest SGE list. */
+struct srn_rwqe_buf {
+	struct srn_rwqe w;
+	struct srn_rsge sge[SRN_MAX_SGE];
+};
+
+uint32_t srn_rq_stride(uint32_t max_sge);
+size_t srn_rq_bytes(uint32_t size, uint32_t max_sge);
+void srn_rq_init(struct srn_rq_shm *rq, uint32_t size, uint32_t max_sge,
+		 uint32_t wqe_off);
+int srn_rq_view_init(struct srn_rq_view *v, struct srn_rq_shm *rq,
+		     void *seg_base, size_t seg_size);
+int srn_rq_post(struct srn_rq_view *v, const struct ibv_recv_wr *wr);
+int srn_rq_peek(const struct srn_rq_view *v, struct srn_rwqe *out,
+		uint64_t *pos_p);
+bool srn_rq_commit(const struct srn_rq_view *v, uint64_t pos);
+int srn_rq_claim(const struct srn_rq_view *v, struct srn_rwqe *out);
+uint32_t srn_rq_count(const struct srn_rq_view *v);
+
+struct srn_qp;
+
+/* ---- srq.c ---- */
+struct srn_srq {
+	struct ibv_srq ibsrq;
+	struct srn_context *ctx;
+	struct srn_list ctx_link;
+	struct srn_pd *pd;
+	uint32_t handle;
+	struct srn_lock lock;
+	struct srn_seg seg;
+	struct srn_srq_shm *shm;
+	struct srn_rq_view rqv;
+	uint32_t max_wr, max_sge;
+	atomic_uint refs;
+};
+
+static inline struct srn_srq *to_ssrq(struct ibv_srq *s)
+{
+	return container_of(s, struct srn_srq, ibsrq);
+}
+
+int srn_srq_create(struct ibv_pd *ibpd, struct ibv_srq_init_attr *attr,
+		   struct srn_srq **srq_p);
+int srn_srq_del(struct srn_srq *srq);
+void srn_srq_destroy(struct srn_srq *srq);
+int srn_srq_post(struct srn_srq *srq, struct ibv_recv_wr *wr,
+		 struct ibv_recv_wr **bad_wr);
+bool srn_srq_take_peer_waiting(struct srn_srq *srq);
+void srn_srq_check_limit(struct srn_srq *srq);
+void srn_srq_limit_consumed(struct srn_rq_view *v, int owner_kick_fd);
+
+/* ---- opcode.c ---- */
+enum srn_op_flags {
+	SRN_OP_REMOTE_WRITE = 1 << 0, /* needs REMOTE_WRITE at target */
+	SRN_OP_REMOTE_READ = 1 << 1,
+	SRN_OP_REMOTE_ATOMIC = 1 << 2,
+	SRN_OP_CONSUMES_RECV = 1 << 3, /* takes a receive WQE */
+	SRN_OP_LOCAL_WRITE = 1 << 4, /* scatters into local SGEs */
+	SRN_OP_HAS_IMM = 1 << 5,
+	SRN_OP_INLINE_OK = 1 << 6,
+};
+
+struct srn_opcode_info {
+	const char *name;
+	unsigned flags;
+	enum ibv_wc_opcode wc_opcode; /* requester completion */
+	enum ibv_wc_opcode recv_wc_opcode; /* responder completion */
+};
+
+const struct srn_opcode_info *srn_opcode_get(unsigned opcode);
+const char *srn_wc_status_str(enum ibv_wc_status status);
+
+/* ---- qp.c / qp_state.c ---- */
+struct srn_swqe {
+	uint64_t wr_id;
+	uint32_t opcode;
+	uint32_t send_flags;
+	uint32_t num_sge;
+	uint32_t imm_data; /* network order */
+	uint64_t remote_addr;
+	uint32_t rkey;
+	uint32_t inline_len;
+	uint64_t compare_add;
+	uint64_t swap;
+	uint64_t total_len;
+	uint32_t psn; /* on the wire (transports that number requests) */
+	uint8_t done; /* under comp_lock: status is final */
+	uint8_t status; /* enum ibv_wc_status */
+	uint8_t rsvd[2];
+	struct ibv_sge sge[]; /* max_sge; inline data follows */
+};
+
+/*
+ * The send queue: [cons, sent) are executed (done, or in flight on a
+ * transport that answers later), [sent, prod) wait to be executed.
+ * prod and sent belong to the requester (sq_lock); cons to the completer
+ * (comp_lock), which publishes it with release for the fullness check.
+ */
+struct srn_sq {
+	uint8_t *buf;
+	uint32_t size; /* power of two */
+	uint32_t stride;
+	uint32_t max_wr;
+	uint64_t prod;
+	uint64_t sent; /* written under sq_lock and comp_lock */
+	uint64_t cons;
+};
+
+enum srn_stall {
+	SRN_STALL_NONE = 0,
+	SRN_STALL_RNR, /* no receive WQE at the target */
+	SRN_STALL_NOT_READY, /* target not in RTR/RTS yet */
+	SRN_STALL_CREDIT, /* max_rd_atomic READs/atomics in flight */
+	SRN_STALL_RNR_WAIT, /* the target NAKed (RNR): wait out its timer,
+			     * then send again (retries counted by the
+			     * transport) */
+	SRN_STALL_FETCH, /* a peer's MR must be fetched by an application
+			  * thread (its next poll or post); bounded as
+			  * NOT_READY, by timeout x retry_cnt */
+};
+extern const char *const srn_stall_names[];
+
+struct srn_transport_ops;
+
+struct srn_qp {
+	struct ibv_qp_ex ibqpx; /* qp_base first */
+	struct srn_context *ctx;
+	struct srn_list ctx_link;
+	struct srn_pd *pd;
+	struct srn_cq *send_cq, *recv_cq;
+	struct srn_srq *srq;
+	struct srn_lock sq_lock; /* the requester; taken before rq_lock */
+	struct srn_lock rq_lock;
+	struct srn_lock comp_lock; /* the completer; after the others */
+	struct ibv_qp_cap cap;
+	bool sq_sig_all;
+	bool held; /* holds references on its PD, CQs and SRQ (srn_qp_add) */
+	/* attributes (written by modify_qp under both locks) */
+	struct ibv_qp_attr attr;
+	/* shared segment: state for peers and the RQ ring */
+	struct srn_seg seg;
+	struct srn_qp_shm *shm;
+	struct srn_rq_view rqv; /* unused with an SRQ */
+	struct srn_sq sq;
+	/* the transport and its per-connection state */
+	const struct srn_transport_ops *tops;
+	void *tpriv;
+	/* stall bookkeeping, under sq_lock */
+	enum srn_stall stall;
+	uint64_t stall_deadline_ns;
+	unsigned stall_retries;
+	uint64_t stall_period_ns;
+	/* set by the progress thread when it could not get sq_lock */
+	atomic_uint pending_err;
+	atomic_uint pending_run; /* the transport asks the requester to
+				  * run (go back after an RNR NAK) */
+	/* the QP's control socket and the peers connected to it (ctl.c) */
+	struct srn_pollable *listener;
+	pthread_mutex_t conn_lock; /* leaf lock: guards conns, links */
+	struct srn_list conns;
+	/* inbound links a transport accepted for this QP, possibly before
+	 * it connected, and the transport state their receive side reads
+	 * (written under conn_lock with release) */
+	struct srn_list links;
+	void *tstate;
+};
+
+static inline struct srn_qp *to_sqp(struct ibv_qp *q)
+{
+	return container_of(q, struct srn_qp, ibqpx.qp_base);
+}
+
+static inline enum ibv_qp_state srn_qp_state(const struct srn_qp *qp)
+{
+	return __atomic_load_n(&qp->ibqpx.qp_base.state, __ATOMIC_ACQUIRE);
+}
+
+/* qp.c: the QP object (the state machine is the engine's, qp_state.c) */
+int srn_qp_create(struct srn_context *ctx, struct ibv_qp_init_attr_ex *a,
+		  struct srn_qp **qp_p);
+void srn_qp_destroy(struct srn_qp *qp);
+void srn_qp_add(struct srn_qp *qp, struct ibv_qp_init_attr_ex *a);
+void srn_qp_del(struct srn_qp *qp);
+int srn_qp_check_attr(const struct ibv_qp_attr *a, int mask);
+void srn_qp_apply_attr(struct srn_qp *qp, const struct ibv_qp_attr *a,
+		       int mask);
+void srn_qp_reset_queues(struct srn_qp *qp);
+void srn_qp_query(struct srn_qp *qp, struct ibv_qp_attr *attr,
+		  struct ibv_qp_init_attr *init);
+int srn_sq_push(struct srn_qp *qp, const struct ibv_send_wr *wr);
+bool srn_qp_take_peer_waiting(struct srn_qp *qp);
+
+/* ---- sge.c ---- */
+struct iovec;
+int srn_local_iov(struct srn_qp *qp, const struct srn_swqe *w, unsigned need,
+		  struct iovec *iov, unsigned *n_p);
+void srn_iov_copy(const struct iovec *dst, unsigned nd,
+		  const struct iovec *src, unsigned ns);
+
+#endif /* SRN_CORE_H */

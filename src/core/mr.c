@@ -1,0 +1,330 @@
+// SPDX-License-Identifier: MIT
+/*
+ * softrnic — memory regions and the translation and protection table.
+ *
+ * A key is (random tag << 14 | index). The TPT entry at index holds the
+ * key, PD, access and range; it lives in a memfd segment that peers map
+ * read-only, so an initiator checks a remote key with plain loads. The
+ * checks always run in the same order: key, PD, access, bounds.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "core/core.h"
+
+#undef ibv_reg_mr
+#undef ibv_reg_mr_iova
+
+int srn_memreg_check(uintptr_t addr, size_t len, bool need_write);
+
+const char *const srn_key_err_names[] = {
+	[SRN_KEY_OK] = "ok",
+	[SRN_KEY_BAD_KEY] = "bad key",
+	[SRN_KEY_BAD_PD] = "PD mismatch",
+	[SRN_KEY_BAD_ACCESS] = "access denied",
+	[SRN_KEY_BAD_BOUNDS] = "out of bounds",
+};
+
+#define SRN_ACCESS_SUPPORTED                                                   \
+	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |                    \
+	 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |                   \
+	 IBV_ACCESS_MW_BIND | IBV_ACCESS_HUGETLB | IBV_ACCESS_OPTIONAL_RANGE)
+#define SRN_ACCESS_SHARED                                                      \
+	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |                    \
+	 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
+#define SRN_ACCESS_NEEDS_WRITE                                                 \
+	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |                    \
+	 IBV_ACCESS_REMOTE_ATOMIC)
+
+int srn_tpt_init(struct srn_context *ctx)
+{
+	int err = srn_seg_create(&ctx->tpt_seg, SRN_SEG_TPT,
+				 sizeof(struct srn_tpt_shm), 0);
+
+	if (err)
+		return err;
+	srn_ctx_tpt(ctx)->nentries = SRN_TPT_ENTRIES;
+	ctx->mr_hint = 1;
+	return srn_seg_seal_writes(&ctx->tpt_seg);
+}
+
+void srn_tpt_fini(struct srn_context *ctx)
+{
+	srn_seg_unmap(&ctx->tpt_seg);
+}
+
+/* Takes a consistent copy of the entry of key; -ENOENT if it is not
+ * registered (or is being replaced while we read it). */
+int srn_tpt_lookup(const struct srn_tpt_shm *tpt, uint32_t key,
+		   struct srn_key_ref *ref)
+{
+	const struct srn_tpt_entry *e = &tpt->entry[key & SRN_KEY_INDEX_MASK];
+	uint32_t k;
+
+	/* acquire: pairs with the release store of key in srn_mr_publish */
+	k = __atomic_load_n(&e->key, __ATOMIC_ACQUIRE);
+	if (!key || k != key)
+		return -ENOENT;
+	/* acquire on each field keeps the second read of key after them
+	 * (a seqlock read side without a fence) */
+	ref->key = k;
+	ref->pd_handle = __atomic_load_n(&e->pd_handle, __ATOMIC_ACQUIRE);
+	ref->access = __atomic_load_n(&e->access, __ATOMIC_ACQUIRE);
+	ref->iova = __atomic_load_n(&e->iova, __ATOMIC_ACQUIRE);
+	ref->length = __atomic_load_n(&e->length, __ATOMIC_ACQUIRE);
+	ref->va = __atomic_load_n(&e->va, __ATOMIC_ACQUIRE);
+	if (__atomic_load_n(&e->key, __ATOMIC_RELAXED) != k)
+		return -ENOENT;
+	return 0;
+}
+
+enum srn_key_err srn_key_check(const struct srn_tpt_shm *tpt, uint32_t key,
+			       uint32_t pd_handle, unsigned need_access,
+			       uint64_t addr, uint64_t len,
+			       struct srn_key_ref *ref)
+{
+	if (srn_tpt_lookup(tpt, key, ref))
+		return SRN_KEY_BAD_KEY;
+	if (ref->pd_handle != pd_handle)
+		return SRN_KEY_BAD_PD;
+	if ((ref->access & need_access) != need_access)
+		return SRN_KEY_BAD_ACCESS;
+	if (addr < ref->iova || len > ref->length ||
+	    addr - ref->iova > ref->length - len)
+		return SRN_KEY_BAD_BOUNDS;
+	return SRN_KEY_OK;
+}
+
+static uint32_t srn_key_tag(void)
+{
+	static __thread uint64_t s;
+	uint32_t tag;
+
+	if (!s && getrandom(&s, sizeof(s), 0) != sizeof(s))
+		s = srn_now_ns() ^ (uint64_t)(uintptr_t)&s;
+	do {
+		s ^= s << 13;
+		s ^= s >> 7;
+		s ^= s << 17;
+		tag = (uint32_t)(s >> 20) & ((1u << (32 - SRN_KEY_INDEX_BITS)) - 1);
+	} while (!tag);
+	return tag;
+}
+
+/* Under ctx->lock: a free TPT index, or 0. */
+static uint32_t srn_tpt_alloc_index(struct srn_context *ctx)
+{
+	for (uint32_t n = 0; n < SRN_TPT_ENTRIES; n++) {
+		uint32_t i = (ctx->mr_hint + n) & SRN_KEY_INDEX_MASK;
+
+		if (i && !ctx->mr_by_index[i]) {
+			ctx->mr_hint = i + 1;
+			return i;
+		}
+	}
+	return 0;
+}
+
+static void srn_mr_publish(struct srn_context *ctx, struct srn_mr *mr)
+{
+	struct srn_tpt_entry *e = &srn_ctx_tpt(ctx)->entry[mr->index];
+	uint32_t key = (srn_key_tag() << SRN_KEY_INDEX_BITS) | mr->index;
+
+	__atomic_store_n(&e->pd_handle, mr->pd->handle, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->access, mr->access, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->iova, mr->iova, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->length, (uint64_t)mr->ibmr.length,
+			 __ATOMIC_RELAXED);
+	__atomic_store_n(&e->va, (uint64_t)(uintptr_t)mr->ibmr.addr,
+			 __ATOMIC_RELAXED);
+	/* release: pairs with the acquire in srn_tpt_lookup */
+	__atomic_store_n(&e->key, key, __ATOMIC_RELEASE);
+	mr->ibmr.lkey = key;
+	mr->ibmr.rkey = (mr->access & (IBV_ACCESS_REMOTE_WRITE |
+				       IBV_ACCESS_REMOTE_READ |
+				       IBV_ACCESS_REMOTE_ATOMIC)) ?
+				key :
+				0;
+}
+
+static void srn_mr_unpublish(struct srn_context *ctx, struct srn_mr *mr)
+{
+	struct srn_tpt_entry *e = &srn_ctx_tpt(ctx)->entry[mr->index];
+
+	/* release: readers that still see the old key saw old fields */
+	__atomic_store_n(&e->key, 0, __ATOMIC_RELEASE);
+}
+
+static int srn_mr_check_args(void *addr, size_t length, uint64_t iova,
+			     unsigned access)
+{
+	if (access & ~SRN_ACCESS_SUPPORTED)
+		return -EINVAL;
+	if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+	    !(access & IBV_ACCESS_LOCAL_WRITE))
+		return -EINVAL;
+	if (!length || length > SRN_MAX_MR_SIZE)
+		return -EINVAL;
+	if (((uintptr_t)addr & 4095) != (iova & 4095))
+		return -EINVAL;
+	if ((uintptr_t)addr + length < (uintptr_t)addr)
+		return -EINVAL;
+	return 0;
+}
+
+/* Makes the memory reachable (or at least checks it is there). */
+static int srn_mr_attach_memory(struct srn_mr *mr)
+{
+	uintptr_t addr = (uintptr_t)mr->ibmr.addr;
+	bool need_write = mr->access & SRN_ACCESS_NEEDS_WRITE;
+	int err;
+
+	if (!(mr->access & SRN_ACCESS_SHARED))
+		return srn_memreg_check(addr, mr->ibmr.length, false);
+	err = srn_memreg_get(&mr->reg, addr, mr->ibmr.length, need_write);
+	if (err == -EOPNOTSUPP) {
+		srn_dbg("MR at %p: memory cannot be remapped (stack or "
+			"unshareable mapping): peers use process_vm_*",
+			mr->ibmr.addr);
+		return srn_memreg_check(addr, mr->ibmr.length, need_write);
+	}
+	mr->shared = !err;
+	return err;
+}
+
+static struct ibv_mr *srn_reg_mr(struct ibv_pd *ibpd, void *addr,
+				 size_t length, uint64_t iova, unsigned access)
+{
+	struct srn_context *ctx = to_sctx(ibpd->context);
+	struct srn_mr *mr;
+	int err = srn_mr_check_args(addr, length, iova, access);
+
+	if (err)
+		goto fail;
+	err = -ENOMEM;
+	mr = calloc(1, sizeof(*mr));
+	if (!mr)
+		goto fail;
+	mr->pd = to_spd(ibpd);
+	mr->access = access & ~IBV_ACCESS_OPTIONAL_RANGE;
+	mr->iova = iova;
+	mr->ibmr.context = ibpd->context;
+	mr->ibmr.pd = ibpd;
+	mr->ibmr.addr = addr;
+	mr->ibmr.length = length;
+	err = srn_mr_attach_memory(mr);
+	if (err)
+		goto fail_free;
+	pthread_mutex_lock(&ctx->lock);
+	mr->index = srn_tpt_alloc_index(ctx);
+	if (!mr->index) {
+		pthread_mutex_unlock(&ctx->lock);
+		err = -ENOMEM;
+		goto fail_put;
+	}
+	ctx->mr_by_index[mr->index] = mr;
+	ctx->nmr++;
+	mr->ibmr.handle = mr->index;
+	srn_mr_publish(ctx, mr);
+	pthread_mutex_unlock(&ctx->lock);
+	atomic_fetch_add_explicit(&mr->pd->refs, 1, memory_order_relaxed);
+	return &mr->ibmr;
+fail_put:
+	if (mr->shared)
+		srn_memreg_put(&mr->reg);
+fail_free:
+	free(mr);
+fail:
+	errno = -err;
+	return NULL;
+}
+
+SRN_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr,
+				     size_t length, int access)
+{
+	return srn_reg_mr(pd, addr, length, (uintptr_t)addr, access);
+}
+
+SRN_EXPORT struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr,
+					  size_t length, uint64_t iova,
+					  int access)
+{
+	return srn_reg_mr(pd, addr, length, iova, access);
+}
+
+SRN_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr,
+					   size_t length, uint64_t iova,
+					   unsigned int access)
+{
+	return srn_reg_mr(pd, addr, length, iova, access);
+}
+
+SRN_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
+{
+	struct srn_mr *mr = container_of(ibmr, struct srn_mr, ibmr);
+	struct srn_context *ctx = to_sctx(ibmr->context);
+
+	pthread_mutex_lock(&ctx->lock);
+	srn_mr_unpublish(ctx, mr);
+	ctx->mr_by_index[mr->index] = NULL;
+	ctx->nmr--;
+	pthread_mutex_unlock(&ctx->lock);
+	if (mr->shared)
+		srn_memreg_put(&mr->reg);
+	/* release: pairs with the acquire in ibv_dealloc_pd */
+	atomic_fetch_sub_explicit(&mr->pd->refs, 1, memory_order_release);
+	free(mr);
+	return 0;
+}
+
+SRN_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd,
+			    void *addr, size_t length, int access)
+{
+	/* Changing a live registration in place is not supported; callers
+	 * get the documented "old MR is still valid" error. */
+	errno = EOPNOTSUPP;
+	return IBV_REREG_MR_ERR_INPUT;
+}
+
+/*
+ * For a peer's MR_REQ: the TPT entry of key and a copy of its memory
+ * pieces with duplicated fds (the caller closes them). -EACCES when the
+ * MR's memory is not shared with peers.
+ */
+int srn_mr_export(struct srn_context *ctx, uint32_t key,
+		  struct srn_key_ref *ref, struct srn_memreg *reg_copy)
+{
+	struct srn_mr *mr;
+	int err = 0;
+
+	pthread_mutex_lock(&ctx->lock);
+	mr = ctx->mr_by_index[key & SRN_KEY_INDEX_MASK];
+	if (!mr || srn_tpt_lookup(srn_ctx_tpt(ctx), key, ref)) {
+		err = -ENOENT;
+	} else if (!mr->shared) {
+		/* memory we could not share: process_vm_* for peers that may
+		 * (nothing to send but the address), else refuse */
+		memset(reg_copy, 0, sizeof(*reg_copy));
+		err = (mr->access & SRN_ACCESS_SHARED) ? 0 : -EACCES;
+	} else {
+		*reg_copy = mr->reg;
+		for (unsigned i = 0; i < reg_copy->npieces; i++) {
+			reg_copy->piece[i].chunk = NULL;
+			reg_copy->piece[i].fd =
+				fcntl(mr->reg.piece[i].fd, F_DUPFD_CLOEXEC, 0);
+			if (reg_copy->piece[i].fd < 0)
+				err = -EMFILE;
+		}
+		if (err)
+			for (unsigned i = 0; i < reg_copy->npieces; i++)
+				if (reg_copy->piece[i].fd >= 0)
+					close(reg_copy->piece[i].fd);
+	}
+	pthread_mutex_unlock(&ctx->lock);
+	return err;
+}

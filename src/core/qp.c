@@ -1,0 +1,439 @@
+// SPDX-License-Identifier: MIT
+/*
+ * softrnic — the QP object: its memory, queues, attributes and the WQE
+ * format. A QP has a private send queue (run by the engine's requester at
+ * doorbell time) and a receive queue in its shared segment, where
+ * initiators take WQEs directly. Only RC is offered for now. The verbs
+ * (verbs/verbs_qp.c) put the object, the engine and the transports
+ * together; the state machine is the engine's (engine/qp_state.c).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+
+static int srn_qp_check_cap(const struct ibv_qp_cap *cap, bool has_srq)
+{
+	if (cap->max_send_wr > SRN_MAX_QP_WR ||
+	    cap->max_send_sge > SRN_MAX_SGE ||
+	    cap->max_inline_data > SRN_MAX_INLINE)
+		return -EINVAL;
+	if (!has_srq && (cap->max_recv_wr > SRN_MAX_QP_WR ||
+			 cap->max_recv_sge > SRN_MAX_SGE))
+		return -EINVAL;
+	return 0;
+}
+
+static uint32_t srn_pow2(uint32_t v)
+{
+	uint32_t r = 1;
+
+	while (r < v)
+		r <<= 1;
+	return r;
+}
+
+static int srn_sq_init(struct srn_qp *qp)
+{
+	struct srn_sq *sq = &qp->sq;
+	size_t stride = sizeof(struct srn_swqe) +
+			qp->cap.max_send_sge * sizeof(struct ibv_sge) +
+			qp->cap.max_inline_data;
+
+	sq->stride = SRN_ALIGN_UP(stride, (size_t)64);
+	sq->max_wr = qp->cap.max_send_wr;
+	sq->size = srn_pow2(sq->max_wr ? sq->max_wr : 1);
+	sq->buf = calloc(sq->size, sq->stride);
+	return sq->buf ? 0 : -ENOMEM;
+}
+
+static int srn_qp_seg_init(struct srn_qp *qp)
+{
+	size_t off = sizeof(struct srn_qp_shm);
+	uint32_t size = srn_pow2(qp->cap.max_recv_wr ? qp->cap.max_recv_wr : 1);
+	size_t bytes = off + (qp->srq ? 0 :
+				srn_rq_bytes(size, qp->cap.max_recv_sge));
+	int err = srn_seg_create(&qp->seg, SRN_SEG_QP, bytes, 0);
+
+	if (err)
+		return err;
+	qp->shm = qp->seg.addr;
+	qp->shm->state = IBV_QPS_RESET;
+	qp->shm->pd_handle = qp->pd->handle;
+	qp->shm->has_srq = !!qp->srq;
+	qp->shm->recv_cq_handle = qp->recv_cq->handle;
+	if (qp->srq)
+		return 0;
+	srn_rq_init(&qp->shm->rq, size, qp->cap.max_recv_sge, off);
+	return srn_rq_view_init(&qp->rqv, &qp->shm->rq, qp->seg.addr,
+				qp->seg.size);
+}
+
+static void srn_qp_free(struct srn_qp *qp)
+{
+	if (qp->seg.addr)
+		srn_seg_unmap(&qp->seg);
+	free(qp->sq.buf);
+	free(qp);
+}
+
+static struct srn_qp *srn_qp_alloc(struct srn_context *ctx,
+				   struct ibv_qp_init_attr_ex *a, int *err)
+{
+	struct srn_qp *qp = calloc(1, sizeof(*qp));
+
+	if (!qp) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	qp->ctx = ctx;
+	qp->seg.fd = -1;
+	qp->pd = to_spd(a->pd);
+	qp->send_cq = to_scq(a->send_cq);
+	qp->recv_cq = to_scq(a->recv_cq);
+	qp->srq = a->srq ? to_ssrq(a->srq) : NULL;
+	qp->cap = a->cap;
+	if (qp->srq) {
+		qp->cap.max_recv_wr = 0;
+		qp->cap.max_recv_sge = 0;
+	} else if (!qp->cap.max_recv_sge) {
+		qp->cap.max_recv_sge = 1;
+	}
+	if (!qp->cap.max_send_sge)
+		qp->cap.max_send_sge = 1;
+	qp->sq_sig_all = a->sq_sig_all;
+	srn_lock_init(&qp->sq_lock);
+	srn_lock_init(&qp->rq_lock);
+	srn_lock_init(&qp->comp_lock);
+	srn_list_init(&qp->conns);
+	srn_list_init(&qp->links);
+	pthread_mutex_init(&qp->conn_lock, NULL);
+	srn_list_init(&qp->ctx_link);
+	*err = srn_sq_init(qp);
+	if (!*err)
+		*err = srn_qp_seg_init(qp);
+	if (*err) {
+		srn_qp_free(qp);
+		return NULL;
+	}
+	return qp;
+}
+
+static void srn_qp_init_public(struct srn_qp *qp, struct ibv_qp_init_attr_ex *a)
+{
+	struct ibv_qp *q = &qp->ibqpx.qp_base;
+
+	q->context = &qp->ctx->vctx.context;
+	q->qp_context = a->qp_context;
+	q->pd = a->pd;
+	q->send_cq = a->send_cq;
+	q->recv_cq = a->recv_cq;
+	q->srq = a->srq;
+	q->qp_type = a->qp_type;
+	q->state = IBV_QPS_RESET;
+	q->handle = q->qp_num;
+	pthread_mutex_init(&q->mutex, NULL);
+	pthread_cond_init(&q->cond, NULL);
+	qp->attr.qp_state = IBV_QPS_RESET;
+	qp->attr.path_mtu = IBV_MTU_4096;
+	qp->attr.port_num = 1;
+	qp->attr.cap = qp->cap;
+	a->cap = qp->cap;
+}
+
+static void srn_qp_get_refs(struct srn_qp *qp, int delta)
+{
+	/* release on put: pairs with the acquire in the owners' destroy */
+	if (delta > 0) {
+		atomic_fetch_add_explicit(&qp->pd->refs, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&qp->send_cq->refs, 1,
+					  memory_order_relaxed);
+		atomic_fetch_add_explicit(&qp->recv_cq->refs, 1,
+					  memory_order_relaxed);
+		if (qp->srq)
+			atomic_fetch_add_explicit(&qp->srq->refs, 1,
+						  memory_order_relaxed);
+		return;
+	}
+	atomic_fetch_sub_explicit(&qp->pd->refs, 1, memory_order_release);
+	atomic_fetch_sub_explicit(&qp->send_cq->refs, 1, memory_order_release);
+	atomic_fetch_sub_explicit(&qp->recv_cq->refs, 1, memory_order_release);
+	if (qp->srq)
+		atomic_fetch_sub_explicit(&qp->srq->refs, 1,
+					  memory_order_release);
+}
+
+/* A new QP object, counted against the context's limit; no QPN yet (the
+ * control plane binds one, engine/ctl.c). 0 or -errno. */
+int srn_qp_create(struct srn_context *ctx, struct ibv_qp_init_attr_ex *a,
+		  struct srn_qp **qp_p)
+{
+	int err = -EINVAL;
+
+	if (a->comp_mask & ~IBV_QP_INIT_ATTR_PD)
+		err = -EOPNOTSUPP;
+	else if (a->qp_type != IBV_QPT_RC)
+		err = -EOPNOTSUPP;
+	else if (a->pd && a->send_cq && a->recv_cq)
+		err = srn_qp_check_cap(&a->cap, a->srq);
+	if (err)
+		return err;
+	pthread_mutex_lock(&ctx->lock);
+	err = ctx->nqp >= SRN_MAX_QP ? -ENOMEM : 0;
+	if (!err)
+		ctx->nqp++;
+	pthread_mutex_unlock(&ctx->lock);
+	if (err)
+		return err;
+	*qp_p = srn_qp_alloc(ctx, a, &err);
+	if (!*qp_p) {
+		pthread_mutex_lock(&ctx->lock);
+		ctx->nqp--;
+		pthread_mutex_unlock(&ctx->lock);
+	}
+	return err;
+}
+
+/* The QP has its QPN: it becomes the application's, and the context's. */
+void srn_qp_add(struct srn_qp *qp, struct ibv_qp_init_attr_ex *a)
+{
+	struct srn_context *ctx = qp->ctx;
+
+	qp->shm->hdr.id = qp->ibqpx.qp_base.qp_num;
+	srn_qp_init_public(qp, a);
+	srn_qp_get_refs(qp, 1);
+	qp->held = true;
+	pthread_mutex_lock(&ctx->lock);
+	srn_list_add_tail(&qp->ctx_link, &ctx->qps);
+	pthread_mutex_unlock(&ctx->lock);
+}
+
+/* Unlinks the QP from its context: nobody finds it any more. */
+void srn_qp_del(struct srn_qp *qp)
+{
+	struct srn_context *ctx = qp->ctx;
+
+	pthread_mutex_lock(&ctx->lock);
+	srn_list_del(&qp->ctx_link);
+	pthread_mutex_unlock(&ctx->lock);
+}
+
+/* The inverse of srn_qp_create (after srn_qp_del if it was added). */
+void srn_qp_destroy(struct srn_qp *qp)
+{
+	struct srn_context *ctx = qp->ctx;
+
+	if (qp->held)
+		srn_qp_get_refs(qp, -1);
+	pthread_mutex_lock(&ctx->lock);
+	ctx->nqp--;
+	pthread_mutex_unlock(&ctx->lock);
+	srn_qp_free(qp);
+}
+
+int srn_qp_check_attr(const struct ibv_qp_attr *a, int mask)
+{
+	const int acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+			IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+
+	if ((mask & IBV_QP_PORT) && a->port_num != 1)
+		return -EINVAL;
+	if ((mask & IBV_QP_PKEY_INDEX) && a->pkey_index != 0)
+		return -EINVAL;
+	if ((mask & IBV_QP_ACCESS_FLAGS) && (a->qp_access_flags & ~acc))
+		return -EINVAL;
+	if ((mask & IBV_QP_PATH_MTU) &&
+	    (a->path_mtu < IBV_MTU_256 || a->path_mtu > IBV_MTU_4096))
+		return -EINVAL;
+	if ((mask & IBV_QP_AV) &&
+	    (!a->ah_attr.is_global || a->ah_attr.grh.sgid_index != 0 ||
+	     (a->ah_attr.port_num && a->ah_attr.port_num != 1)))
+		return -EINVAL; /* RoCE: every path needs a GRH */
+	if ((mask & IBV_QP_DEST_QPN) && a->dest_qp_num > 0xffffff)
+		return -EINVAL;
+	if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) &&
+	    a->max_rd_atomic > SRN_MAX_RD_ATOM)
+		return -EINVAL;
+	if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) &&
+	    a->max_dest_rd_atomic > SRN_MAX_RD_ATOM)
+		return -EINVAL;
+	if ((mask & IBV_QP_TIMEOUT) && a->timeout > 31)
+		return -EINVAL;
+	if ((mask & IBV_QP_RETRY_CNT) && a->retry_cnt > 7)
+		return -EINVAL;
+	if ((mask & IBV_QP_RNR_RETRY) && a->rnr_retry > 7)
+		return -EINVAL;
+	if ((mask & IBV_QP_MIN_RNR_TIMER) && a->min_rnr_timer > 31)
+		return -EINVAL;
+	return 0;
+}
+
+void srn_qp_apply_attr(struct srn_qp *qp, const struct ibv_qp_attr *a,
+		       int mask)
+{
+	struct ibv_qp_attr *q = &qp->attr;
+
+#define SRN_COPY(bit, field)          \
+	do {                          \
+		if (mask & (bit))     \
+			q->field = a->field; \
+	} while (0)
+	SRN_COPY(IBV_QP_ACCESS_FLAGS, qp_access_flags);
+	SRN_COPY(IBV_QP_PKEY_INDEX, pkey_index);
+	SRN_COPY(IBV_QP_PORT, port_num);
+	SRN_COPY(IBV_QP_AV, ah_attr);
+	SRN_COPY(IBV_QP_PATH_MTU, path_mtu);
+	SRN_COPY(IBV_QP_TIMEOUT, timeout);
+	SRN_COPY(IBV_QP_RETRY_CNT, retry_cnt);
+	SRN_COPY(IBV_QP_RNR_RETRY, rnr_retry);
+	SRN_COPY(IBV_QP_RQ_PSN, rq_psn);
+	SRN_COPY(IBV_QP_MAX_QP_RD_ATOMIC, max_rd_atomic);
+	SRN_COPY(IBV_QP_MIN_RNR_TIMER, min_rnr_timer);
+	SRN_COPY(IBV_QP_SQ_PSN, sq_psn);
+	SRN_COPY(IBV_QP_MAX_DEST_RD_ATOMIC, max_dest_rd_atomic);
+	SRN_COPY(IBV_QP_DEST_QPN, dest_qp_num);
+	SRN_COPY(IBV_QP_ALT_PATH, alt_ah_attr);
+	SRN_COPY(IBV_QP_PATH_MIG_STATE, path_mig_state);
+	SRN_COPY(IBV_QP_EN_SQD_ASYNC_NOTIFY, en_sqd_async_notify);
+#undef SRN_COPY
+	if (mask & IBV_QP_ACCESS_FLAGS) /* release: peers check it */
+		__atomic_store_n(&qp->shm->qp_access_flags,
+				 a->qp_access_flags, __ATOMIC_RELEASE);
+	if (mask & IBV_QP_DEST_QPN)
+		__atomic_store_n(&qp->shm->dest_qpn, a->dest_qp_num,
+				 __ATOMIC_RELEASE);
+}
+
+/* Back to RESET: empty queues (the connection is gone). Both locks held. */
+void srn_qp_reset_queues(struct srn_qp *qp)
+{
+	qp->sq.prod = qp->sq.sent = qp->sq.cons = 0;
+	if (!qp->srq) {
+		uint64_t p = __atomic_load_n(&qp->shm->rq.prod,
+					     __ATOMIC_RELAXED);
+		/* nobody is connected any more: drop what was posted */
+		__atomic_store_n(&qp->shm->rq.cons, p, __ATOMIC_RELEASE);
+	}
+}
+
+/* Checks a WR like a device does (positive errno); its length in
+ * *total_p. */
+static int srn_sq_check(const struct srn_qp *qp, const struct ibv_send_wr *wr,
+			const struct srn_opcode_info *op, uint64_t *total_p)
+{
+	uint64_t total = 0;
+
+	if (!op || wr->num_sge < 0 ||
+	    (uint32_t)wr->num_sge > qp->cap.max_send_sge)
+		return EINVAL;
+	/* acquire: pairs with the release in srn_req_complete */
+	if (qp->sq.prod - __atomic_load_n(&qp->sq.cons, __ATOMIC_ACQUIRE) >=
+	    qp->sq.max_wr)
+		return ENOMEM;
+	for (int i = 0; i < wr->num_sge; i++)
+		total += wr->sg_list[i].length;
+	if ((wr->send_flags & IBV_SEND_INLINE) &&
+	    (!(op->flags & SRN_OP_INLINE_OK) ||
+	     total > qp->cap.max_inline_data))
+		return EINVAL;
+	if ((op->flags & SRN_OP_REMOTE_ATOMIC) &&
+	    (wr->num_sge != 1 || wr->sg_list[0].length != 8))
+		return EINVAL;
+	if (total > SRN_MAX_MSG_SZ)
+		return EINVAL;
+	*total_p = total;
+	return 0;
+}
+
+/* The WR's data: copied inline, or its SGE list. */
+static void srn_sq_fill_data(const struct srn_qp *qp, struct srn_swqe *w,
+			     const struct ibv_send_wr *wr)
+{
+	uint8_t *inl;
+
+	if (wr->send_flags & IBV_SEND_INLINE) {
+		inl = (uint8_t *)&w->sge[qp->cap.max_send_sge];
+		for (int i = 0; i < wr->num_sge; i++) {
+			memcpy(inl + w->inline_len,
+			       (void *)(uintptr_t)wr->sg_list[i].addr,
+			       wr->sg_list[i].length);
+			w->inline_len += wr->sg_list[i].length;
+		}
+		w->num_sge = 0;
+	} else if (wr->num_sge) {
+		memcpy(w->sge, wr->sg_list, wr->num_sge * sizeof(w->sge[0]));
+	}
+}
+
+/* Copies a WR into the send queue after checking it like a device does
+ * (positive errno: the verb's convention). sq_lock held. */
+int srn_sq_push(struct srn_qp *qp, const struct ibv_send_wr *wr)
+{
+	const struct srn_opcode_info *op = srn_opcode_get(wr->opcode);
+	struct srn_sq *sq = &qp->sq;
+	struct srn_swqe *w;
+	uint64_t total;
+	int err = srn_sq_check(qp, wr, op, &total);
+
+	if (err)
+		return err;
+	w = (struct srn_swqe *)(sq->buf + (sq->prod & (sq->size - 1)) *
+						  sq->stride);
+	w->wr_id = wr->wr_id;
+	w->opcode = wr->opcode;
+	w->send_flags = wr->send_flags;
+	w->num_sge = wr->num_sge;
+	w->imm_data = wr->imm_data;
+	w->total_len = total;
+	w->inline_len = 0;
+	w->done = 0;
+	w->status = IBV_WC_SUCCESS;
+	if (op->flags & SRN_OP_REMOTE_ATOMIC) {
+		w->remote_addr = wr->wr.atomic.remote_addr;
+		w->rkey = wr->wr.atomic.rkey;
+		w->compare_add = wr->wr.atomic.compare_add;
+		w->swap = wr->wr.atomic.swap;
+	} else {
+		w->remote_addr = wr->wr.rdma.remote_addr;
+		w->rkey = wr->wr.rdma.rkey;
+	}
+	srn_sq_fill_data(qp, w, wr);
+	/* release: the WQE is complete before its position is (pairs with
+	 * the acquire in a transport's response handler) */
+	__atomic_store_n(&sq->prod, sq->prod + 1, __ATOMIC_RELEASE);
+	return 0;
+}
+
+void srn_qp_query(struct srn_qp *qp, struct ibv_qp_attr *attr,
+		  struct ibv_qp_init_attr *init)
+{
+	struct ibv_qp *ibqp = &qp->ibqpx.qp_base;
+
+	srn_lock(&qp->sq_lock);
+	*attr = qp->attr;
+	attr->qp_state = srn_qp_state(qp);
+	attr->cur_qp_state = attr->qp_state;
+	attr->cap = qp->cap;
+	attr->sq_draining = 0;
+	srn_unlock(&qp->sq_lock);
+	memset(init, 0, sizeof(*init));
+	init->qp_context = ibqp->qp_context;
+	init->send_cq = ibqp->send_cq;
+	init->recv_cq = ibqp->recv_cq;
+	init->srq = ibqp->srq;
+	init->cap = qp->cap;
+	init->qp_type = ibqp->qp_type;
+	init->sq_sig_all = qp->sq_sig_all;
+}
+
+/* After posting receives: did an initiator stall waiting for them (it
+ * then needs a kick)? Clears the flag. */
+bool srn_qp_take_peer_waiting(struct srn_qp *qp)
+{
+	/* acq_rel: pairs with the release in the initiator's stall
+	 * (srn_resp_peek_recv) */
+	return __atomic_load_n(&qp->shm->rq.peer_waiting, __ATOMIC_RELAXED) &&
+	       __atomic_exchange_n(&qp->shm->rq.peer_waiting, 0,
+				   __ATOMIC_ACQ_REL);
+}

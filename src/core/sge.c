@@ -1,0 +1,67 @@
+// SPDX-License-Identifier: MIT
+/*
+ * softrnic — the requester's local side of a WQE: its SGEs checked in the
+ * context's own TPT and resolved to iovecs, and copies between iovec lists.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include "core/core.h"
+
+/* Resolves the WQE's local SGEs (or its inline data) to iovecs. */
+int srn_local_iov(struct srn_qp *qp, const struct srn_swqe *w,
+			 unsigned need, struct iovec *iov, unsigned *n_p)
+{
+	const struct srn_tpt_shm *tpt = srn_ctx_tpt(qp->ctx);
+	struct srn_key_ref ref;
+	unsigned n = 0;
+
+	if (w->inline_len) {
+		iov[0].iov_base = (void *)&w->sge[qp->cap.max_send_sge];
+		iov[0].iov_len = w->inline_len;
+		*n_p = 1;
+		return 0;
+	}
+	for (uint32_t i = 0; i < w->num_sge; i++) {
+		const struct ibv_sge *s = &w->sge[i];
+
+		if (!s->length)
+			continue;
+		if (srn_key_check(tpt, s->lkey, qp->pd->handle, need, s->addr,
+				  s->length, &ref) != SRN_KEY_OK)
+			return -EACCES;
+		iov[n].iov_base = (void *)(uintptr_t)(ref.va +
+						      (s->addr - ref.iova));
+		iov[n++].iov_len = s->length;
+	}
+	*n_p = n;
+	return 0;
+}
+
+/* Copies min(total(src), total(dst)) bytes from one iovec list to another. */
+void srn_iov_copy(const struct iovec *dst, unsigned nd,
+			 const struct iovec *src, unsigned ns)
+{
+	size_t doff = 0, soff = 0;
+	unsigned di = 0, si = 0;
+
+	while (di < nd && si < ns) {
+		size_t dl = dst[di].iov_len - doff, sl = src[si].iov_len - soff;
+		size_t k = dl < sl ? dl : sl;
+
+		memcpy((char *)dst[di].iov_base + doff,
+		       (const char *)src[si].iov_base + soff, k);
+		doff += k;
+		soff += k;
+		if (doff == dst[di].iov_len) {
+			di++;
+			doff = 0;
+		}
+		if (soff == src[si].iov_len) {
+			si++;
+			soff = 0;
+		}
+	}
+}
+

@@ -1,0 +1,425 @@
+// SPDX-License-Identifier: MIT
+/*
+ * softrnic — the host control plane (proto/srn_ctl_proto.h).
+ *
+ * Every QP listens on an abstract unix socket named after its QPN (which is
+ * what makes QPNs unique on the host). The progress thread accepts, reads
+ * each message and dispatches it: BYE, STAT_REQ and ADOPT (the host-wide
+ * listener's hand-off, srn_transport_adopt) here, every other type to the
+ * handler a transport registered for it (srn_ctl_handler_set). A peer that
+ * attached to the QP (srn_ctl_conn_attach) and hangs up without BYE has
+ * died: its QP's peer goes to ERR.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "engine/transport.h"
+#include "proto/srn_ctl_proto.h"
+
+#define SRN_CTL_TIMEOUT_S 5
+
+struct srn_ctl_conn {
+	struct srn_pollable pl;
+	struct srn_qp *qp; /* the target QP */
+	int kick_fd; /* the initiator's progress kick */
+	uint32_t src_qpn;
+	bool connected; /* a peer QP attached (srn_ctl_conn_attach) */
+	bool bye;
+};
+
+/* Set by transports when the library is loaded, read-only afterwards. */
+static srn_ctl_handler_fn *srn_ctl_handlers[SRN_CTL_STAT_REP + 1];
+
+int srn_ctl_handler_set(unsigned type, srn_ctl_handler_fn *fn)
+{
+	if (type >= SRN_ARRAY_SIZE(srn_ctl_handlers) || srn_ctl_handlers[type])
+		return -EBUSY;
+	srn_ctl_handlers[type] = fn;
+	return 0;
+}
+
+struct srn_qp *srn_ctl_conn_qp(const struct srn_ctl_conn *c)
+{
+	return c->qp;
+}
+
+int srn_ctl_conn_fd(const struct srn_ctl_conn *c)
+{
+	return c->pl.fd;
+}
+
+/* A peer QP attached to this conn: kick_fd (ours now) wakes its progress
+ * thread, and a hang-up without BYE means it died. Once per conn. */
+int srn_ctl_conn_attach(struct srn_ctl_conn *c, uint32_t src_qpn,
+			int kick_fd)
+{
+	if (c->connected)
+		return -EISCONN;
+	/* kick_fd is read by srn_ctl_kick_peers under conn_lock */
+	pthread_mutex_lock(&c->qp->conn_lock);
+	c->kick_fd = kick_fd;
+	pthread_mutex_unlock(&c->qp->conn_lock);
+	c->src_qpn = src_qpn;
+	c->connected = true;
+	return 0;
+}
+
+static socklen_t srn_ctl_addr(struct sockaddr_un *sa, uint32_t qpn)
+{
+	int n;
+
+	memset(sa, 0, sizeof(*sa));
+	sa->sun_family = AF_UNIX;
+	n = snprintf(sa->sun_path + 1, sizeof(sa->sun_path) - 1,
+		     SRN_CTL_SOCK_FMT, qpn);
+	return offsetof(struct sockaddr_un, sun_path) + 1 + n;
+}
+
+int srn_ctl_sendmsg(int fd, const void *msg, size_t len, const int *fds,
+		    unsigned nfds)
+{
+	char cbuf[CMSG_SPACE(sizeof(int) * SRN_CTL_MAX_FDS)];
+	struct iovec iov = { (void *)msg, len };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct cmsghdr *cm;
+
+	if (nfds > SRN_CTL_MAX_FDS)
+		return -EINVAL;
+	if (nfds) {
+		memset(cbuf, 0, sizeof(cbuf));
+		mh.msg_control = cbuf;
+		mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+		cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+		memcpy(CMSG_DATA(cm), fds, sizeof(int) * nfds);
+	}
+	if (sendmsg(fd, &mh, MSG_NOSIGNAL) != (ssize_t)len)
+		return errno ? -errno : -EPROTO;
+	return 0;
+}
+
+/* Receives one message and the fds that came with it (*nfds in: room,
+ * out: count). Truncated messages or fd lists are an error. */
+ssize_t srn_ctl_recvmsg(int fd, void *msg, size_t len, int *fds,
+			unsigned *nfds)
+{
+	char cbuf[CMSG_SPACE(sizeof(int) * SRN_CTL_MAX_FDS)];
+	struct iovec iov = { msg, len };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+			     .msg_control = cbuf,
+			     .msg_controllen = sizeof(cbuf) };
+	unsigned room = *nfds, got = 0;
+	struct cmsghdr *cm;
+	ssize_t n;
+
+	n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+	if (n < 0)
+		return errno == EAGAIN ? -ETIMEDOUT : -errno;
+	for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+		unsigned k;
+
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (unsigned i = 0; i < k; i++) {
+			int f;
+
+			memcpy(&f, CMSG_DATA(cm) + i * sizeof(int), sizeof(f));
+			if (got < room)
+				fds[got++] = f;
+			else
+				close(f);
+		}
+	}
+	*nfds = got;
+	if (n == 0)
+		return -ECONNRESET;
+	if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
+		for (unsigned i = 0; i < got; i++)
+			close(fds[i]);
+		*nfds = 0;
+		return -EPROTO;
+	}
+	return n;
+}
+
+void srn_ctl_bye(int fd)
+{
+	struct srn_ctl_hdr h = { SRN_CTL_MAGIC, SRN_CTL_VERSION, SRN_CTL_BYE, 0,
+				 sizeof(h) };
+
+	if (fd >= 0 && send(fd, &h, sizeof(h), MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+		srn_dbg("BYE on fd %d: %m", fd);
+}
+
+/* ---- target side ---- */
+
+static void srn_ctl_conn_close(struct srn_ctl_conn *c)
+{
+	srn_progress_del(&c->pl);
+	pthread_mutex_lock(&c->qp->conn_lock);
+	srn_list_del(&c->pl.link);
+	pthread_mutex_unlock(&c->qp->conn_lock);
+	close(c->pl.fd);
+	if (c->kick_fd >= 0)
+		close(c->kick_fd);
+	free(c);
+}
+
+static void srn_ctl_on_stat(struct srn_ctl_conn *c)
+{
+	struct srn_qp *qp = c->qp;
+	struct srn_ctl_stat_rep r = {
+		.hdr = { SRN_CTL_MAGIC, SRN_CTL_VERSION, SRN_CTL_STAT_REP, 0,
+			 sizeof(r) },
+		.qpn = qp->ibqpx.qp_base.qp_num,
+		.pid = (uint32_t)srn_pid,
+		.state = srn_qp_state(qp),
+		.dest_qpn = __atomic_load_n(&qp->shm->dest_qpn,
+					    __ATOMIC_ACQUIRE),
+	};
+	/* tops and tpriv change under sq_lock; the progress lock we hold
+	 * keeps a connection from being freed meanwhile */
+	const struct srn_transport_ops *t = qp->tops;
+
+	if (t) {
+		snprintf(r.transport, sizeof(r.transport), "%s", t->name);
+		snprintf(r.desc, sizeof(r.desc), "%s", t->describe(qp));
+	}
+	srn_ctl_sendmsg(c->pl.fd, &r, sizeof(r), NULL, 0);
+}
+
+/* The hand-off of a connection another process accepted for this QP. */
+static void srn_ctl_on_adopt(struct srn_ctl_conn *c,
+			     const struct srn_ctl_adopt *m, int *fds,
+			     unsigned *nfds_p)
+{
+	if (*nfds_p != 1 || m->dst_qpn != c->qp->ibqpx.qp_base.qp_num ||
+	    m->hello_len > sizeof(m->hello))
+		return;
+	if (!srn_transport_adopt(c->qp, fds[0], m->hello, m->hello_len))
+		*nfds_p = 0; /* the transport owns the fd now */
+}
+
+/* The initiator went away: without BYE, it crashed. */
+static void srn_ctl_on_hangup(struct srn_ctl_conn *c)
+{
+	if (c->connected && !c->bye) {
+		srn_warn("QP 0x%06x: peer QP 0x%06x died",
+			 c->qp->ibqpx.qp_base.qp_num, c->src_qpn);
+		srn_cq_peer_died(c->qp->recv_cq);
+		srn_qp_async_error(c->qp);
+	}
+	srn_ctl_conn_close(c);
+}
+
+static void srn_ctl_dispatch(struct srn_ctl_conn *c, const void *buf,
+			     size_t n, int *fds, unsigned *nfds_p)
+{
+	const struct srn_ctl_hdr *h = buf;
+
+	if (n < sizeof(*h) || h->magic != SRN_CTL_MAGIC ||
+	    h->version != SRN_CTL_VERSION || h->len != n) {
+		srn_warn("control message rejected (%zu bytes)", n);
+	} else if (h->type == SRN_CTL_ADOPT &&
+		   n == sizeof(struct srn_ctl_adopt)) {
+		srn_ctl_on_adopt(c, buf, fds, nfds_p);
+	} else if (h->type == SRN_CTL_STAT_REQ && n == sizeof(*h)) {
+		srn_ctl_on_stat(c);
+	} else if (h->type == SRN_CTL_BYE) {
+		c->bye = true;
+		srn_dbg("QP 0x%06x: BYE from QP 0x%06x",
+			c->qp->ibqpx.qp_base.qp_num, c->src_qpn);
+	} else if (h->type < SRN_ARRAY_SIZE(srn_ctl_handlers) &&
+		   srn_ctl_handlers[h->type]) {
+		srn_ctl_handlers[h->type](c, buf, n, fds, nfds_p);
+	} else {
+		srn_warn("control message of unknown type %u", h->type);
+	}
+}
+
+/* Progress thread: a request, or the initiator went away. */
+static void srn_ctl_on_conn(struct srn_pollable *pl, uint32_t events)
+{
+	struct srn_ctl_conn *c = container_of(pl, struct srn_ctl_conn, pl);
+	uint64_t buf[SRN_CTL_MAX_MSG / sizeof(uint64_t) + 1];
+	int fds[SRN_CTL_MAX_FDS];
+	unsigned nfds = SRN_CTL_MAX_FDS;
+	ssize_t n = srn_ctl_recvmsg(pl->fd, buf, sizeof(buf), fds, &nfds);
+
+	if (n < 0) {
+		if (n != -ETIMEDOUT && n != -EINTR)
+			srn_ctl_on_hangup(c);
+		return;
+	}
+	srn_ctl_dispatch(c, buf, (size_t)n, fds, &nfds);
+	for (unsigned i = 0; i < nfds; i++)
+		close(fds[i]);
+}
+
+static void srn_ctl_on_accept(struct srn_pollable *pl, uint32_t events)
+{
+	struct srn_qp *qp = pl->priv;
+	struct srn_ctl_conn *c;
+	int fd = accept4(pl->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+
+	if (fd < 0)
+		return;
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		close(fd);
+		return;
+	}
+	c->qp = qp;
+	c->kick_fd = -1;
+	c->pl.fd = fd;
+	c->pl.fn = srn_ctl_on_conn;
+	c->pl.priv = c;
+	pthread_mutex_lock(&qp->conn_lock);
+	srn_list_add_tail(&c->pl.link, &qp->conns);
+	pthread_mutex_unlock(&qp->conn_lock);
+	if (srn_progress_add(&c->pl, EPOLLIN | EPOLLRDHUP))
+		srn_ctl_conn_close(c);
+}
+
+/* Binds a free QPN on this host and listens on it. */
+int srn_ctl_listen(struct srn_qp *qp)
+{
+	struct srn_pollable *pl = calloc(1, sizeof(*pl));
+	struct sockaddr_un sa;
+	uint32_t qpn = 0;
+	int fd, err = -EADDRINUSE;
+
+	if (!pl)
+		return -ENOMEM;
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0) {
+		free(pl);
+		return -errno;
+	}
+	if (getrandom(&qpn, sizeof(qpn), 0) != sizeof(qpn))
+		qpn = (uint32_t)srn_now_ns();
+	for (int i = 0; i < 4096; i++) {
+		socklen_t len;
+
+		qpn = 0x100 + (qpn % (0xffffffu - 0x100));
+		len = srn_ctl_addr(&sa, qpn);
+		err = bind(fd, (struct sockaddr *)&sa, len) ? -errno : 0;
+		if (err != -EADDRINUSE)
+			break;
+		qpn += 7919;
+	}
+	if (!err && listen(fd, 64))
+		err = -errno;
+	if (err) {
+		close(fd);
+		free(pl);
+		return err;
+	}
+	qp->ibqpx.qp_base.qp_num = qpn;
+	pl->fd = fd;
+	pl->fn = srn_ctl_on_accept;
+	pl->priv = qp;
+	srn_list_init(&pl->link);
+	qp->listener = pl;
+	err = srn_progress_add(pl, EPOLLIN);
+	if (err)
+		srn_ctl_unlisten(qp);
+	return err;
+}
+
+/* Closes the listener and every accepted connection (with BYE). */
+void srn_ctl_unlisten(struct srn_qp *qp)
+{
+	struct srn_list *pos, *tmp;
+
+	srn_progress_lock();
+	if (qp->listener) {
+		srn_progress_del(qp->listener);
+		close(qp->listener->fd);
+		free(qp->listener);
+		qp->listener = NULL;
+	}
+	srn_list_for_each_safe(pos, tmp, &qp->conns) {
+		struct srn_ctl_conn *c =
+			container_of(pos, struct srn_ctl_conn, pl.link);
+
+		srn_ctl_bye(c->pl.fd);
+		srn_ctl_conn_close(c);
+	}
+	srn_progress_unlock();
+}
+
+/* Wakes the progress threads of the initiators connected to qp, and
+ * tells the transports (their peers may wait for qp's receives). */
+void srn_ctl_kick_peers(struct srn_qp *qp)
+{
+	struct srn_list *pos, *tmp;
+
+	pthread_mutex_lock(&qp->conn_lock);
+	srn_list_for_each_safe(pos, tmp, &qp->conns) {
+		struct srn_ctl_conn *c =
+			container_of(pos, struct srn_ctl_conn, pl.link);
+
+		if (c->kick_fd >= 0)
+			srn_kick_fd(c->kick_fd);
+	}
+	pthread_mutex_unlock(&qp->conn_lock);
+	srn_transport_kick(qp);
+}
+
+/* Connects to the control socket of QP qpn on this host; a blocking
+ * socket with send and receive timeouts. The fd, or -errno. */
+int srn_ctl_dial(uint32_t qpn, int timeout_s)
+{
+	struct timeval tv = { timeout_s, 0 };
+	struct sockaddr_un sa;
+	socklen_t len = srn_ctl_addr(&sa, qpn);
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	if (connect(fd, (struct sockaddr *)&sa, len)) {
+		int err = -errno;
+
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+/* Passes a connection a transport accepted to the process that owns QP
+ * qpn, with the first message read on it (hello). */
+int srn_ctl_handoff(uint32_t qpn, int fd, const void *hello, size_t len)
+{
+	struct srn_ctl_adopt m = {
+		.hdr = { SRN_CTL_MAGIC, SRN_CTL_VERSION, SRN_CTL_ADOPT, 0,
+			 sizeof(m) },
+		.dst_qpn = qpn,
+		.hello_len = (uint32_t)len,
+	};
+	int s, err;
+
+	if (len > sizeof(m.hello))
+		return -EINVAL;
+	memcpy(m.hello, hello, len);
+	s = srn_ctl_dial(qpn, SRN_CTL_TIMEOUT_S);
+	if (s < 0)
+		return s;
+	err = srn_ctl_sendmsg(s, &m, sizeof(m), &fd, 1);
+	close(s);
+	return err;
+}

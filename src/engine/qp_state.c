@@ -1,0 +1,143 @@
+// SPDX-License-Identifier: MIT
+/*
+ * softrnic — the RC QP state machine.
+ *
+ * srn_qp_check_modify() says whether a transition and its attribute mask
+ * are legal (the same table the IB spec and the kernel's verbs core use);
+ * srn_qp_set_state() is the only function that writes a QP's state.
+ */
+#include <errno.h>
+
+#include "engine/engine.h"
+
+const char *const srn_qp_state_names[] = {
+	[IBV_QPS_RESET] = "RESET", [IBV_QPS_INIT] = "INIT",
+	[IBV_QPS_RTR] = "RTR",	   [IBV_QPS_RTS] = "RTS",
+	[IBV_QPS_SQD] = "SQD",	   [IBV_QPS_SQE] = "SQE",
+	[IBV_QPS_ERR] = "ERR",	   [IBV_QPS_UNKNOWN] = "UNKNOWN",
+};
+
+struct srn_qp_trans {
+	bool valid;
+	int req;
+	int opt;
+};
+
+#define S(x) IBV_QPS_##x
+static const struct srn_qp_trans srn_rc_trans[IBV_QPS_ERR + 1]
+					     [IBV_QPS_ERR + 1] = {
+	[S(RESET)] = {
+		[S(RESET)] = { true, 0, 0 },
+		[S(INIT)] = { true, IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+					    IBV_QP_ACCESS_FLAGS, 0 },
+	},
+	[S(INIT)] = {
+		[S(INIT)] = { true, 0, IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+					       IBV_QP_ACCESS_FLAGS },
+		[S(RTR)] = { true, IBV_QP_AV | IBV_QP_PATH_MTU |
+					   IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+					   IBV_QP_MAX_DEST_RD_ATOMIC |
+					   IBV_QP_MIN_RNR_TIMER,
+			     IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS |
+				     IBV_QP_PKEY_INDEX },
+	},
+	[S(RTR)] = {
+		[S(RTS)] = { true, IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+					   IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+					   IBV_QP_MAX_QP_RD_ATOMIC,
+			     IBV_QP_CUR_STATE | IBV_QP_ALT_PATH |
+				     IBV_QP_ACCESS_FLAGS |
+				     IBV_QP_MIN_RNR_TIMER |
+				     IBV_QP_PATH_MIG_STATE },
+	},
+	[S(RTS)] = {
+		[S(RTS)] = { true, 0, IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS |
+					      IBV_QP_ALT_PATH |
+					      IBV_QP_PATH_MIG_STATE |
+					      IBV_QP_MIN_RNR_TIMER },
+		[S(SQD)] = { true, 0, IBV_QP_EN_SQD_ASYNC_NOTIFY },
+	},
+	[S(SQD)] = {
+		[S(RTS)] = { true, 0, IBV_QP_CUR_STATE | IBV_QP_ALT_PATH |
+					      IBV_QP_ACCESS_FLAGS |
+					      IBV_QP_MIN_RNR_TIMER |
+					      IBV_QP_PATH_MIG_STATE },
+		[S(SQD)] = { true, 0, IBV_QP_AV | IBV_QP_ALT_PATH |
+					      IBV_QP_ACCESS_FLAGS |
+					      IBV_QP_MIN_RNR_TIMER |
+					      IBV_QP_PATH_MIG_STATE |
+					      IBV_QP_MAX_QP_RD_ATOMIC |
+					      IBV_QP_MAX_DEST_RD_ATOMIC |
+					      IBV_QP_TIMEOUT |
+					      IBV_QP_RETRY_CNT |
+					      IBV_QP_RNR_RETRY |
+					      IBV_QP_PKEY_INDEX | IBV_QP_PORT },
+	},
+};
+#undef S
+
+/* 0 if moving an RC QP from cur to next with this mask is legal. */
+int srn_qp_check_modify(enum ibv_qp_state cur, enum ibv_qp_state next,
+			enum ibv_qp_type type, int mask)
+{
+	const struct srn_qp_trans *t;
+
+	if (type != IBV_QPT_RC)
+		return -EOPNOTSUPP;
+	if (cur > IBV_QPS_ERR || next > IBV_QPS_ERR)
+		return -EINVAL;
+	if (next == IBV_QPS_RESET || next == IBV_QPS_ERR) {
+		/* always allowed, with nothing but the state */
+		return (mask & ~(IBV_QP_STATE | IBV_QP_CUR_STATE)) ? -EINVAL :
+								      0;
+	}
+	t = &srn_rc_trans[cur][next];
+	if (!t->valid)
+		return -EINVAL;
+	if ((mask & t->req) != t->req)
+		return -EINVAL;
+	if (mask & ~(t->req | t->opt | IBV_QP_STATE))
+		return -EINVAL;
+	return 0;
+}
+
+/*
+ * The one writer of a QP's state. Called with sq_lock and rq_lock held.
+ * Publishes the state to peers (release, pairs with the acquire in the
+ * initiator's state checks) and runs the side effects of entering ERR.
+ */
+void srn_qp_set_state(struct srn_qp *qp, enum ibv_qp_state next)
+{
+	enum ibv_qp_state cur = srn_qp_state(qp);
+
+	if (cur == next)
+		return;
+	srn_dbg("QP 0x%06x %s -> %s", qp->ibqpx.qp_base.qp_num,
+		srn_qp_state_names[cur], srn_qp_state_names[next]);
+	__atomic_store_n(&qp->ibqpx.qp_base.state, next, __ATOMIC_RELEASE);
+	__atomic_store_n(&qp->shm->state, (uint32_t)next, __ATOMIC_RELEASE);
+	qp->attr.qp_state = next;
+	if (next == IBV_QPS_ERR)
+		srn_qp_flush_recv(qp);
+}
+
+/* Completes every receive WQE still posted with WR_FLUSH_ERR. rq_lock held
+ * (or the QP is unreachable). An SRQ's WQEs belong to the SRQ: not ours. */
+void srn_qp_flush_recv(struct srn_qp *qp)
+{
+	struct srn_rwqe_buf b;
+
+	if (qp->srq)
+		return;
+	while (srn_rq_claim(&qp->rqv, &b.w) != -EAGAIN)
+		srn_comp_recv_flush(qp, b.w.wr_id);
+}
+
+/* Moves the QP to ERR from the data path (requester or progress thread);
+ * sq_lock held. */
+void srn_qp_error(struct srn_qp *qp)
+{
+	srn_lock(&qp->rq_lock);
+	srn_qp_set_state(qp, IBV_QPS_ERR);
+	srn_unlock(&qp->rq_lock);
+}

@@ -1,0 +1,334 @@
+// SPDX-License-Identifier: MIT
+/*
+ * softrnic — the requester: runs a QP's send queue when the doorbell rings
+ * (post_send), when a stall may have cleared (a kick from the target, the
+ * application polling its CQ, the progress thread's timer), and when the
+ * QP enters ERR (to flush). Always under the QP's sq_lock.
+ *
+ * WQEs execute in order; a stalled WQE (no receive WQE at the target, or
+ * the target QP not ready) holds the ones behind it, as RC ordering
+ * requires. Retries follow the QP's rnr_retry/min_rnr_timer and
+ * retry_cnt/timeout; when they run out the WQE completes with
+ * RNR_RETRY_EXC_ERR or RETRY_EXC_ERR and the QP moves to ERR.
+ */
+#include <errno.h>
+
+#include "engine/engine.h"
+#include "engine/transport.h"
+
+const char *const srn_stall_names[] = {
+	[SRN_STALL_NONE] = "none",
+	[SRN_STALL_RNR] = "RNR",
+	[SRN_STALL_NOT_READY] = "peer not ready",
+	[SRN_STALL_CREDIT] = "max_rd_atomic in flight",
+	[SRN_STALL_RNR_WAIT] = "RNR NAK timer",
+	[SRN_STALL_FETCH] = "MR fetch",
+};
+
+/* IBTA RNR NAK timer encoding, in units of 10 us (0 means 655.36 ms). */
+static const uint32_t srn_rnr_10us[32] = {
+	65536, 1,   2,	 3,    4,    6,	   8,	 12,   16,   24,   32,
+	48,    64,  96,	 128,  192,  256,  384,	 512,  768,  1024, 1536,
+	2048,  3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152,
+};
+
+uint64_t srn_rnr_timer_ns(uint8_t min_rnr_timer)
+{
+	return (uint64_t)srn_rnr_10us[min_rnr_timer & 31] * 10000ull;
+}
+
+/* Local ACK timeout: 4.096 us * 2^timeout; 0 means wait forever. */
+uint64_t srn_ack_timeout_ns(uint8_t timeout)
+{
+	return timeout ? 4096ull << (timeout & 31) : 0;
+}
+
+struct srn_swqe *srn_sq_wqe(struct srn_qp *qp, uint64_t i)
+{
+	return (struct srn_swqe *)(qp->sq.buf +
+				   (i & (qp->sq.size - 1)) * qp->sq.stride);
+}
+
+static void srn_req_unstall(struct srn_qp *qp)
+{
+	if (qp->stall == SRN_STALL_NONE)
+		return;
+	qp->stall = SRN_STALL_NONE;
+	atomic_fetch_sub_explicit(&qp->ctx->nstalled, 1, memory_order_relaxed);
+}
+
+static void srn_req_stall_start(struct srn_qp *qp, enum srn_stall why,
+				uint64_t now)
+{
+	bool rnr = why == SRN_STALL_RNR;
+
+	qp->stall = why;
+	atomic_fetch_add_explicit(&qp->ctx->nstalled, 1, memory_order_relaxed);
+	qp->stall_retries = rnr ? qp->attr.rnr_retry : qp->attr.retry_cnt;
+	qp->stall_period_ns = rnr ? srn_rnr_timer_ns(qp->attr.min_rnr_timer) :
+				    srn_ack_timeout_ns(qp->attr.timeout);
+	if (why == SRN_STALL_CREDIT || why == SRN_STALL_RNR_WAIT)
+		qp->stall_period_ns = 1000000ull; /* a net: answers or the
+						   * transport's timer
+						   * restart it */
+	if (!qp->stall_period_ns) /* timeout 0: wait for the target forever */
+		qp->stall_period_ns = 100000000ull;
+	qp->stall_deadline_ns = now + qp->stall_period_ns;
+	srn_progress_wake_at(qp->stall_deadline_ns);
+}
+
+static bool srn_req_retries_infinite(const struct srn_qp *qp)
+{
+	if (qp->stall == SRN_STALL_CREDIT || qp->stall == SRN_STALL_RNR_WAIT)
+		return true; /* answers are on their way, or the transport
+			      * counts the retries */
+	if (qp->stall == SRN_STALL_RNR)
+		return qp->attr.rnr_retry == 7;
+	return qp->attr.timeout == 0;
+}
+
+/*
+ * Records a stall of the head WQE. Returns true when the retries are used
+ * up: the caller then fails the WQE with *status.
+ */
+static bool srn_req_stall(struct srn_qp *qp, enum srn_stall why,
+			  enum ibv_wc_status *status)
+{
+	uint64_t now = srn_now_ns();
+
+	if (qp->stall != why) { /* a new reason counts its own retries */
+		srn_req_unstall(qp);
+		srn_req_stall_start(qp, why, now);
+		return false;
+	}
+	if (now < qp->stall_deadline_ns) { /* an early retry: free; the
+					    * timer may have been taken by
+					    * an earlier deadline */
+		srn_progress_wake_at(qp->stall_deadline_ns);
+		return false;
+	}
+	if (!srn_req_retries_infinite(qp) && qp->stall_retries-- == 0) {
+		*status = why == SRN_STALL_RNR ? IBV_WC_RNR_RETRY_EXC_ERR :
+						 IBV_WC_RETRY_EXC_ERR;
+		srn_req_unstall(qp);
+		return true;
+	}
+	qp->stall_deadline_ns = now + qp->stall_period_ns;
+	srn_progress_wake_at(qp->stall_deadline_ns);
+	return false;
+}
+
+static bool srn_wqe_signaled(const struct srn_qp *qp, const struct srn_swqe *w)
+{
+	return qp->sq_sig_all || (w->send_flags & IBV_SEND_SIGNALED);
+}
+
+/*
+ * Completes, in order, the executed WQEs whose outcome is known: a CQE for
+ * each signaled or failed one. Any thread; takes comp_lock.
+ */
+/* A synchronous transport completes only under sq_lock: no other lock. */
+static bool srn_comp_lock(struct srn_qp *qp)
+{
+	bool async = qp->tops && qp->tops->async;
+
+	if (async)
+		srn_lock(&qp->comp_lock);
+	return async;
+}
+
+static void srn_comp_unlock(struct srn_qp *qp, bool locked)
+{
+	if (locked)
+		srn_unlock(&qp->comp_lock);
+}
+
+void srn_req_complete(struct srn_qp *qp)
+{
+	struct srn_sq *sq = &qp->sq;
+	bool locked = srn_comp_lock(qp);
+
+	while (sq->cons != __atomic_load_n(&sq->sent, __ATOMIC_ACQUIRE)) {
+		struct srn_swqe *w = srn_sq_wqe(qp, sq->cons);
+
+		if (!w->done)
+			break;
+		if (w->status != IBV_WC_SUCCESS || srn_wqe_signaled(qp, w))
+			srn_comp_send(qp, w, w->status);
+		/* release: pairs with the acquire in srn_sq_push */
+		__atomic_store_n(&sq->cons, sq->cons + 1, __ATOMIC_RELEASE);
+	}
+	srn_comp_unlock(qp, locked);
+}
+
+/* ERR: every WQE not done yet, in flight or waiting, is flushed. */
+static void srn_req_flush(struct srn_qp *qp)
+{
+	struct srn_sq *sq = &qp->sq;
+	bool locked = srn_comp_lock(qp);
+
+	for (uint64_t i = sq->cons; i != sq->prod; i++) {
+		struct srn_swqe *w = srn_sq_wqe(qp, i);
+
+		if (i >= sq->sent || !w->done) {
+			w->status = IBV_WC_WR_FLUSH_ERR;
+			w->done = 1;
+		}
+	}
+	__atomic_store_n(&sq->sent, sq->prod, __ATOMIC_RELEASE);
+	srn_comp_unlock(qp, locked);
+	srn_req_complete(qp);
+}
+
+/* Records the outcome of the WQE at sent and moves past it. */
+static void srn_req_executed(struct srn_qp *qp, struct srn_swqe *w,
+			     bool in_flight, enum ibv_wc_status status)
+{
+	bool locked = srn_comp_lock(qp);
+
+	/* an answer may already have marked an in-flight WQE done */
+	if (!in_flight) {
+		w->status = status;
+		w->done = 1;
+	}
+	/* release: pairs with the acquire in srn_req_complete */
+	__atomic_store_n(&qp->sq.sent, qp->sq.sent + 1, __ATOMIC_RELEASE);
+	srn_comp_unlock(qp, locked);
+}
+
+/* Executes the WQE at sent; false when the queue must stop (stalled). */
+static bool srn_req_step(struct srn_qp *qp, struct srn_swqe *w)
+{
+	enum ibv_wc_status status = IBV_WC_SUCCESS;
+	enum srn_stall why = SRN_STALL_NONE;
+	int rc = qp->tops->execute(qp, w, &status, &why);
+
+	if (rc == -EAGAIN && !srn_req_stall(qp, why, &status))
+		return false;
+	srn_req_unstall(qp);
+	srn_req_executed(qp, w, rc == -EINPROGRESS, status);
+	if (status != IBV_WC_SUCCESS) {
+		srn_dbg("QP 0x%06x wr_id %llu failed: %s",
+			qp->ibqpx.qp_base.qp_num, (unsigned long long)w->wr_id,
+			srn_wc_status_str(status));
+		srn_req_complete(qp);
+		srn_qp_error(qp);
+	}
+	return true;
+}
+
+/* The transport asks to send again from WQE pos on (go back N after an
+ * RNR NAK): those WQEs went out but were dropped unanswered. */
+static void srn_req_rewind(struct srn_qp *qp)
+{
+	struct srn_sq *sq = &qp->sq;
+	uint64_t pos;
+	bool locked;
+
+	if (!qp->tops->rewind || !qp->tops->rewind(qp, &pos))
+		return;
+	locked = srn_comp_lock(qp);
+	if (pos - sq->cons <= sq->sent - sq->cons) /* cons <= pos <= sent */
+		__atomic_store_n(&sq->sent, pos, __ATOMIC_RELEASE);
+	srn_comp_unlock(qp, locked);
+}
+
+void srn_req_run(struct srn_qp *qp)
+{
+	struct srn_sq *sq = &qp->sq;
+
+	/* acq_rel: pairs with the release in srn_qp_async_error */
+	if (srn_unlikely(atomic_load_explicit(&qp->pending_err,
+					      memory_order_relaxed)) &&
+	    atomic_exchange_explicit(&qp->pending_err, 0, memory_order_acq_rel))
+		srn_qp_error(qp);
+	/* acquire: pairs with the release of pending_run by the transport
+	 * (its RNR NAK handling), which wrote where to go back to */
+	if (srn_unlikely(atomic_load_explicit(&qp->pending_run,
+					      memory_order_relaxed)) &&
+	    atomic_exchange_explicit(&qp->pending_run, 0,
+				     memory_order_acquire) &&
+	    qp->tops && srn_qp_state(qp) != IBV_QPS_ERR)
+		srn_req_rewind(qp);
+	while (sq->sent != sq->prod) {
+		if (srn_qp_state(qp) == IBV_QPS_ERR || !qp->tops)
+			break;
+		if (!srn_req_step(qp, srn_sq_wqe(qp, sq->sent)))
+			return;
+	}
+	if (srn_qp_state(qp) == IBV_QPS_ERR)
+		srn_req_flush(qp);
+	else
+		srn_req_complete(qp);
+	srn_req_unstall(qp);
+}
+
+/* The QP leaves its transport (RESET, destroy): sq_lock held. */
+void srn_req_detach(struct srn_qp *qp)
+{
+	if (qp->tops)
+		qp->tops->disconnect(qp);
+	qp->tops = NULL;
+	srn_req_unstall(qp);
+}
+
+/*
+ * Gives stalled send queues of ctx a chance to move. Never blocks on a
+ * QP: a QP whose lock is taken is being run by its owner anyway.
+ */
+unsigned srn_req_retry_stalled(struct srn_context *ctx)
+{
+	struct srn_qp *batch[16];
+	unsigned n = 0, busy = 0;
+	struct srn_list *pos, *tmp;
+
+	pthread_mutex_lock(&ctx->lock);
+	srn_list_for_each_safe(pos, tmp, &ctx->qps) {
+		struct srn_qp *qp = srn_list_entry(pos, struct srn_qp, ctx_link);
+
+		if (n == SRN_ARRAY_SIZE(batch)) {
+			busy++;
+			break;
+		}
+		if (!srn_trylock(&qp->sq_lock)) {
+			busy++;
+			continue;
+		}
+		if (qp->stall != SRN_STALL_NONE ||
+		    atomic_load_explicit(&qp->pending_err,
+					 memory_order_relaxed) ||
+		    atomic_load_explicit(&qp->pending_run,
+					 memory_order_relaxed))
+			batch[n++] = qp; /* keeps sq_lock: not freed */
+		else
+			srn_unlock(&qp->sq_lock);
+	}
+	pthread_mutex_unlock(&ctx->lock);
+	for (unsigned i = 0; i < n; i++) {
+		srn_req_run(batch[i]);
+		srn_unlock(&batch[i]->sq_lock);
+	}
+	return busy; /* QPs that could not be looked at now */
+}
+
+/*
+ * From the progress thread's handlers: the QP must go to ERR (its peer
+ * died). Done by whoever runs the QP next (srn_req_run checks the flag):
+ * the progress thread itself right after the handler, or the application.
+ */
+void srn_qp_async_error(struct srn_qp *qp)
+{
+	/* release: pairs with the acq_rel exchange in srn_req_run */
+	atomic_store_explicit(&qp->pending_err, 1, memory_order_release);
+	srn_progress_request_retry();
+}
+
+/* The progress thread's sweep retries stalled send queues. */
+static struct srn_progress_hooks srn_req_hooks = {
+	.sweep = srn_req_retry_stalled,
+};
+
+__attribute__((constructor)) static void srn_req_init(void)
+{
+	srn_progress_hooks_add(&srn_req_hooks);
+}

@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * softrnic — the internal interface every transport implements, and the
+ * registry that chooses one per QP.
+ *
+ * The engine is transport-independent: the requester (requester.c) takes
+ * WQEs off the send queue in order and hands each to the QP's transport,
+ * which either completes it (status) or reports a stall (retry later).
+ * Everything else the engine, the CQ poll path, the control plane and QP
+ * teardown need of a transport goes through these ops too, or through
+ * the progress hooks a transport registers (engine.h). No file outside
+ * src/transport/<name>/ names a transport.
+ *
+ * A transport registers itself when the library is loaded
+ * (SRN_TRANSPORT_REGISTER). At RTR, srn_transport_select() picks, among
+ * the transports that reach the destination GID, the one of lowest rank;
+ * SOFTRNIC_TRANSPORT=<name> forces one.
+ */
+#ifndef SRN_TRANSPORT_H
+#define SRN_TRANSPORT_H
+
+#include "engine/engine.h"
+
+#define SRN_TRANSPORT_MAX 4
+
+struct srn_transport_ops {
+	const char *name;
+	/* auto choice: the lowest rank among those that reach the peer */
+	unsigned rank;
+	/* WQEs may complete later, from another thread (execute returns
+	 * -EINPROGRESS): the completer then needs its own lock */
+	bool async;
+	/* Can this transport reach a QP at this GID? */
+	bool (*reaches)(const union ibv_gid *dgid);
+	/* INIT->RTR: attach to the peer QP (dest GID, QPN). 0 or -errno. */
+	int (*connect)(struct srn_qp *qp, const struct ibv_qp_attr *attr);
+	/* Detach; called with sq_lock held. Idempotent. */
+	void (*disconnect)(struct srn_qp *qp);
+	/*
+	 * Executes one WQE. Returns 0 with *status set (the WQE is done), or
+	 * -EAGAIN with *stall set when it must be retried later.
+	 */
+	int (*execute)(struct srn_qp *qp, const struct srn_swqe *wqe,
+		       enum ibv_wc_status *status, enum srn_stall *stall);
+	/* Optional: WQEs from *pos_p on must be executed again (they were
+	 * dropped by the target after an RNR NAK); sq_lock held. */
+	bool (*rewind)(struct srn_qp *qp, uint64_t *pos_p);
+	/* A short description of the connection, for softrnic stat. */
+	const char *(*describe)(struct srn_qp *qp);
+
+	/* ---- called for every registered transport, connected or not ---- */
+	/* Optional: qp is being destroyed: drop the inbound links this
+	 * transport accepted for it (qp->links) before it was connected. */
+	void (*qp_destroy)(struct srn_qp *qp);
+	/* Optional: qp reached RTR/RTS or had receive WQEs posted while a
+	 * peer may wait for them (srn_ctl_kick_peers). */
+	void (*kick)(struct srn_qp *qp);
+	/* Optional: the control plane's hand-off (SRN_CTL_ADOPT): a
+	 * connection for qp that another process of this host accepted,
+	 * with the first message it read. 0: fd is the transport's now. */
+	int (*adopt)(struct srn_qp *qp, int fd, const void *hello, size_t len);
+	/* Optional: progress hooks (engine.h), added when registered. */
+	struct srn_progress_hooks *hooks;
+};
+
+void srn_transport_register(const struct srn_transport_ops *ops);
+const struct srn_transport_ops *srn_transport_select(const union ibv_gid *dgid,
+						     int *err);
+void srn_transport_qp_destroy(struct srn_qp *qp);
+void srn_transport_kick(struct srn_qp *qp);
+int srn_transport_adopt(struct srn_qp *qp, int fd, const void *hello,
+			size_t len);
+
+/* In a transport's file: register ops when the library is loaded. */
+#define SRN_TRANSPORT_REGISTER(ops)                                      \
+	__attribute__((constructor)) static void srn_transport_init_##ops( \
+		void)                                                    \
+	{                                                                \
+		srn_transport_register(&(ops));                          \
+	}
+
+#endif /* SRN_TRANSPORT_H */

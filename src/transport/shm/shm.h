@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * softrnic — state of a same-host connection, seen from the initiator:
+ * the target QP's segments mapped here and the target's MRs met so far.
+ */
+#ifndef SRN_SHM_TRANSPORT_H
+#define SRN_SHM_TRANSPORT_H
+
+#include "engine/transport.h"
+#include "proto/srn_ctl_proto.h"
+
+#define SRN_RMR_CACHE 32
+
+/* A target MR mapped into this process. */
+struct srn_rmr {
+	uint32_t key; /* 0: free slot */
+	uint32_t access;
+	uint64_t iova;
+	uint64_t length;
+	void *map;
+	size_t map_len;
+	uint8_t *base; /* where iova is mapped, or its address in the owner */
+	bool pvm; /* not mapped: reached with process_vm_readv/writev */
+};
+
+struct srn_peer {
+	struct srn_qp *qp; /* ours */
+	struct srn_pollable conn; /* to the target QP's listener */
+	pid_t pid;
+	uint32_t qpn;
+	struct srn_seg qp_seg, cq_seg, tpt_seg, srq_seg;
+	struct srn_qp_shm *tqp;
+	const struct srn_tpt_shm *tpt;
+	uint32_t pd_handle;
+	struct srn_rq_view rqv; /* the target's RQ, or its SRQ */
+	bool has_srq;
+	struct srn_cq_view cqv;
+	int chan_fd;
+	int kick_fd;
+	atomic_uint gone; /* SRN_PEER_* */
+	unsigned rmr_next;
+	struct srn_rmr rmr[SRN_RMR_CACHE];
+	char desc[64];
+};
+
+#define SRN_PEER_ALIVE 0u
+#define SRN_PEER_CLOSED 1u /* orderly: BYE then hang-up */
+#define SRN_PEER_DEAD 2u /* hang-up without BYE */
+
+/* responder.c: the target's side of each operation */
+int srn_resp_mr(struct srn_peer *p, uint32_t key, uint64_t addr, uint64_t len,
+		unsigned need_access, uint8_t **ptr_p);
+int srn_resp_mr_any(struct srn_peer *p, uint32_t key, uint64_t addr,
+		    uint64_t len, unsigned need_access, uint8_t **ptr_p,
+		    bool *pvm_p);
+int srn_resp_recv_sges(struct srn_peer *p, const struct srn_rwqe *rw,
+		       struct iovec *iov, uint64_t *cap_p);
+void srn_resp_complete(struct srn_peer *p, const struct srn_rwqe *rw,
+		       const struct srn_swqe *w, enum ibv_wc_opcode opcode,
+		       uint32_t byte_len, enum ibv_wc_status status);
+void srn_resp_error(struct srn_peer *p);
+int srn_resp_peek_recv(struct srn_peer *p, struct srn_rwqe *rw,
+		       uint64_t *pos_p);
+bool srn_resp_commit_recv(struct srn_peer *p, uint64_t pos);
+
+/* shm_mr.c */
+int srn_shm_mr_fetch(struct srn_peer *p, uint32_t key, struct srn_rmr **rmr_p);
+void srn_peer_unmap_all(struct srn_peer *p);
+
+/* shm_ctl.c */
+int srn_shm_ctl_connect(struct srn_peer *p, uint32_t dqpn);
+
+#endif /* SRN_SHM_TRANSPORT_H */

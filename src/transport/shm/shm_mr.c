@@ -1,0 +1,141 @@
+// SPDX-License-Identifier: MIT
+/*
+ * softrnic — the target MRs a same-host initiator has met: fetched from the
+ * target over its control socket (MR_REQ, answered in shm_ctl.c), mapped
+ * here and cached per connection (struct srn_peer's rmr[]).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "transport/shm/shm.h"
+
+static void srn_rmr_unmap(struct srn_rmr *m)
+{
+	if (m->key && m->map)
+		munmap(m->map, m->map_len);
+	memset(m, 0, sizeof(*m));
+}
+
+void srn_peer_unmap_all(struct srn_peer *p)
+{
+	for (unsigned i = 0; i < SRN_RMR_CACHE; i++)
+		srn_rmr_unmap(&p->rmr[i]);
+}
+
+static int srn_rep_check(const struct srn_ctl_mr_rep *r, ssize_t len,
+			 uint32_t key, unsigned nfds)
+{
+	if (len != (ssize_t)sizeof(*r) || r->hdr.magic != SRN_CTL_MAGIC ||
+	    r->hdr.version != SRN_CTL_VERSION ||
+	    r->hdr.type != SRN_CTL_MR_REP || r->hdr.len != sizeof(*r))
+		return -EPROTO;
+	if (r->hdr.status)
+		return r->hdr.status < 0 && r->hdr.status > -4096 ?
+			       r->hdr.status :
+			       -EPROTO;
+	if (!r->nchunks) /* reached with process_vm_*: nothing to map */
+		return r->key == key && r->owner_va && !nfds &&
+				       r->owner_va + r->length >= r->owner_va ?
+			       0 :
+			       -EPROTO;
+	if (r->key != key || r->nchunks > SRN_MR_MAX_CHUNKS ||
+	    r->nchunks != nfds || r->page_off >= 4096 ||
+	    r->span_len > SRN_MAX_MR_SIZE + 8192 || r->span_len % 4096 ||
+	    r->length > r->span_len - r->page_off)
+		return -EPROTO;
+	for (unsigned i = 0; i < r->nchunks; i++) {
+		const struct srn_ctl_chunk *c = &r->chunk[i];
+
+		if (c->span_off % 4096 || c->len % 4096 || !c->len ||
+		    c->span_off > r->span_len ||
+		    c->len > r->span_len - c->span_off || c->file_off % 4096)
+			return -EPROTO;
+	}
+	return 0;
+}
+
+static int srn_rmr_map(struct srn_rmr *m, const struct srn_ctl_mr_rep *r,
+		       const int *fds)
+{
+	int prot = PROT_READ;
+	uint8_t *base;
+
+	if (!r->nchunks) {
+		m->key = r->key;
+		m->access = r->access;
+		m->iova = r->iova;
+		m->length = r->length;
+		m->map = NULL;
+		m->base = (uint8_t *)(uintptr_t)r->owner_va;
+		m->pvm = true;
+		return 0;
+	}
+	m->pvm = false;
+	if (r->access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+			 IBV_ACCESS_REMOTE_ATOMIC))
+		prot |= PROT_WRITE;
+	base = mmap(NULL, r->span_len, PROT_NONE,
+		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (base == MAP_FAILED)
+		return -errno;
+	for (unsigned i = 0; i < r->nchunks; i++) {
+		if (mmap(base + r->chunk[i].span_off, r->chunk[i].len, prot,
+			 MAP_SHARED | MAP_FIXED, fds[i],
+			 r->chunk[i].file_off) == MAP_FAILED) {
+			int err = -errno;
+
+			munmap(base, r->span_len);
+			return err;
+		}
+	}
+	madvise(base, r->span_len, MADV_DONTFORK);
+	m->key = r->key;
+	m->access = r->access;
+	m->iova = r->iova;
+	m->length = r->length;
+	m->map = base;
+	m->map_len = r->span_len;
+	m->base = base + r->page_off;
+	return 0;
+}
+
+/* Asks the target for the memory behind key and maps it. Only from an
+ * application thread: the progress thread never waits for a peer. */
+int srn_shm_mr_fetch(struct srn_peer *p, uint32_t key, struct srn_rmr **rmr_p)
+{
+	struct srn_ctl_mr_req req = {
+		.hdr = { SRN_CTL_MAGIC, SRN_CTL_VERSION, SRN_CTL_MR_REQ, 0,
+			 sizeof(req) },
+		.key = key,
+	};
+	struct srn_ctl_mr_rep rep;
+	int fds[SRN_CTL_MAX_FDS];
+	unsigned nfds = SRN_CTL_MAX_FDS;
+	struct srn_rmr *m;
+	ssize_t n;
+	int err;
+
+	if (srn_in_progress_thread)
+		return -EAGAIN;
+	err = srn_ctl_sendmsg(p->conn.fd, &req, sizeof(req), NULL, 0);
+	if (err)
+		return err;
+	n = srn_ctl_recvmsg(p->conn.fd, &rep, sizeof(rep), fds, &nfds);
+	if (n < 0)
+		return (int)n;
+	err = srn_rep_check(&rep, n, key, nfds);
+	m = &p->rmr[p->rmr_next++ % SRN_RMR_CACHE];
+	srn_rmr_unmap(m);
+	if (!err)
+		err = srn_rmr_map(m, &rep, fds);
+	for (unsigned i = 0; i < nfds; i++)
+		close(fds[i]);
+	if (err == -ENOENT || err == -EACCES)
+		err = -EACCES; /* not there, or not shared with peers */
+	*rmr_p = m;
+	return err;
+}
+

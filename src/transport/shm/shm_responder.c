@@ -1,0 +1,164 @@
+// SPDX-License-Identifier: MIT
+/*
+ * softrnic — the responder: what the target NIC would do for an incoming
+ * request, performed by the initiator on the target's shared memory.
+ *
+ * Every check reads only the target's segments (TPT, QP, queues), never
+ * trusts them unchecked, and happens before any side effect, in the order
+ * a device applies them: key, PD, access, bounds. Errors are reported to
+ * the target by writing its CQ and asking its progress thread to move its
+ * QP to ERR (srn_resp_error).
+ */
+#include <errno.h>
+#include <sys/uio.h>
+
+#include "transport/shm/shm.h"
+
+static struct srn_rmr *srn_rmr_find(struct srn_peer *p,
+				    const struct srn_key_ref *ref)
+{
+	for (unsigned i = 0; i < SRN_RMR_CACHE; i++) {
+		struct srn_rmr *m = &p->rmr[i];
+
+		if (m->key == ref->key && m->iova == ref->iova &&
+		    m->length == ref->length && m->access == ref->access)
+			return m;
+	}
+	return NULL;
+}
+
+/*
+ * Resolves [addr, addr+len) under key at the target to a pointer: local,
+ * or in the target process when *pvm_p (process_vm_readv/writev).
+ * -EACCES when a check fails, -EAGAIN when the MR cannot be fetched from
+ * this thread (retry later), other -errno when the target cannot be asked.
+ */
+int srn_resp_mr_any(struct srn_peer *p, uint32_t key, uint64_t addr,
+		    uint64_t len, unsigned need_access, uint8_t **ptr_p,
+		    bool *pvm_p)
+{
+	struct srn_key_ref ref;
+	enum srn_key_err ke;
+	struct srn_rmr *m;
+	int err;
+
+	ke = srn_key_check(p->tpt, key, p->pd_handle, need_access, addr, len,
+			   &ref);
+	if (ke != SRN_KEY_OK) {
+		srn_dbg("QP 0x%06x: key 0x%x at the target: %s",
+			p->qp->ibqpx.qp_base.qp_num, key,
+			srn_key_err_names[ke]);
+		return -EACCES;
+	}
+	m = srn_rmr_find(p, &ref);
+	if (!m) {
+		err = srn_shm_mr_fetch(p, key, &m);
+		if (err)
+			return err;
+		if (m->iova != ref.iova || m->length != ref.length)
+			return -EACCES; /* re-registered meanwhile */
+	}
+	*ptr_p = m->base + (addr - ref.iova);
+	*pvm_p = m->pvm;
+	return 0;
+}
+
+/* The same, for users that need the memory mapped here (receive buffers,
+ * atomics): an MR only reachable with process_vm_* is refused. */
+int srn_resp_mr(struct srn_peer *p, uint32_t key, uint64_t addr, uint64_t len,
+		unsigned need_access, uint8_t **ptr_p)
+{
+	bool pvm;
+	int err = srn_resp_mr_any(p, key, addr, len, need_access, ptr_p, &pvm);
+
+	return !err && pvm ? -EACCES : err;
+}
+
+/* Resolves the SGEs of a receive WQE taken at the target into local iovecs
+ * (LOCAL_WRITE in the target QP's PD); *cap_p is their total length. */
+int srn_resp_recv_sges(struct srn_peer *p, const struct srn_rwqe *rw,
+		       struct iovec *iov, uint64_t *cap_p)
+{
+	uint64_t cap = 0;
+	uint8_t *ptr;
+	int err;
+
+	for (uint32_t i = 0; i < rw->num_sge; i++) {
+		const struct srn_rsge *s = &rw->sge[i];
+
+		iov[i].iov_base = NULL;
+		iov[i].iov_len = s->length;
+		if (s->length) {
+			err = srn_resp_mr(p, s->lkey, s->addr, s->length,
+					  IBV_ACCESS_LOCAL_WRITE, &ptr);
+			if (err)
+				return err;
+			iov[i].iov_base = ptr;
+		}
+		cap += s->length;
+	}
+	*cap_p = cap;
+	return 0;
+}
+
+/* Looks at the next receive WQE of the target without taking it. */
+int srn_resp_peek_recv(struct srn_peer *p, struct srn_rwqe *rw,
+		       uint64_t *pos_p)
+{
+	int err = srn_rq_peek(&p->rqv, rw, pos_p);
+
+	if (err == -EAGAIN) {
+		/* release: pairs with the exchange in post_recv, which then
+		 * kicks us */
+		__atomic_store_n(&p->rqv.rq->peer_waiting, SRN_WAIT_RNR,
+				 __ATOMIC_RELEASE);
+		/* a receive posted between the peek and the flag would
+		 * leave us waiting: look once more */
+		err = srn_rq_peek(&p->rqv, rw, pos_p);
+	}
+	return err;
+}
+
+bool srn_resp_commit_recv(struct srn_peer *p, uint64_t pos)
+{
+	if (!srn_rq_commit(&p->rqv, pos))
+		return false;
+	if (p->has_srq)
+		srn_srq_limit_consumed(&p->rqv, p->kick_fd);
+	return true;
+}
+
+void srn_resp_complete(struct srn_peer *p, const struct srn_rwqe *rw,
+		       const struct srn_swqe *w, enum ibv_wc_opcode opcode,
+		       uint32_t byte_len, enum ibv_wc_status status)
+{
+	const struct srn_opcode_info *op = srn_opcode_get(w->opcode);
+	struct srn_cqe c = {
+		.wr_id = rw->wr_id,
+		.status = status,
+		.opcode = opcode,
+		.byte_len = byte_len,
+		.qp_num = p->qpn,
+		.src_qp = p->qp->ibqpx.qp_base.qp_num,
+	};
+
+	if (status == IBV_WC_SUCCESS && op && (op->flags & SRN_OP_HAS_IMM)) {
+		c.imm_data = w->imm_data;
+		c.wc_flags |= IBV_WC_WITH_IMM;
+	}
+	if (status != IBV_WC_SUCCESS)
+		c.vendor_err = status;
+	if (w->send_flags & IBV_SEND_SOLICITED)
+		c.flags |= SRN_CQE_SOLICITED;
+	srn_cq_post(&p->cqv, &c);
+}
+
+/* Asks the target to move its QP to ERR, as the responder of a device does
+ * after a NAK for an access or length violation. */
+void srn_resp_error(struct srn_peer *p)
+{
+	/* release: pairs with the exchange in the owner's progress thread */
+	__atomic_fetch_or(&p->tqp->err_req, SRN_ERRREQ_REMOTE,
+			  __ATOMIC_RELEASE);
+	srn_kick_fd(p->kick_fd);
+}

@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: MIT */
+/* softrnic — the TCP transport's internal interfaces (docs/wire.md). */
+#ifndef SRN_TCP_H
+#define SRN_TCP_H
+
+#include <poll.h>
+#include <sys/uio.h>
+
+#include "engine/transport.h"
+#include "transport/tcp/wire.h"
+
+#define SRN_TCP_PORT_DEFAULT 4791
+#define SRN_TCP_USER_TIMEOUT_MS 5000 /* unacknowledged data: peer gone */
+#define SRN_TCP_SEND_CHUNK (128u << 10) /* bytes per sendmsg, at most */
+
+/* How the other end went away. */
+#define SRN_TCP_ALIVE 0u
+#define SRN_TCP_CLOSED 1u /* BYE, then end of stream */
+#define SRN_TCP_DEAD 2u /* reset, error, or end of stream without BYE */
+
+/* An answer waiting to be sent: READ_RESP, ATOMIC_RESP, or a NAK (ACK
+ * with an error status). */
+struct srn_tcp_answer {
+	uint8_t op;
+	uint32_t psn;
+	uint32_t status; /* NAK */
+	uint32_t rkey; /* NAK RNR: the time to wait (min_rnr_timer) */
+	const uint8_t *data; /* READ_RESP: straight from the MR */
+	uint32_t len;
+	uint64_t val; /* ATOMIC_RESP */
+};
+
+/* Answers in flight at most: the requester keeps its READs and atomics
+ * in flight within max_rd_atomic (<= SRN_MAX_RD_ATOM); one NAK (after a
+ * NAK the responder drops requests until the requester goes back). */
+#define SRN_TCP_ANSQ (SRN_MAX_RD_ATOM * 2)
+
+/*
+ * One TCP connection = one RC QP pair, both ways (docs/wire.md). The
+ * receive side (parser, responder, answers to our requests) runs under the
+ * progress lock, in the progress thread or in an application thread that
+ * polls. The socket's send side is tx_lock's: the doorbell thread sends
+ * requests, blocking; the receive side queues answers (ansq, single
+ * producer) that whoever holds tx_lock sends, and acknowledges.
+ */
+struct srn_tcp_link {
+	struct srn_pollable pl; /* pl.link: on the QP's tcp_conns */
+	struct srn_list work_link; /* on srn_tcp_work: ack or answers due */
+	struct srn_list paused_link;
+	struct srn_qp *qp; /* NULL until HELLO (accepted links) */
+	struct srn_wire_rx rx;
+	struct srn_wire_hello hello; /* the peer's (accepted links) */
+	bool paused, bye, on_work, want_out;
+	uint64_t held_ns; /* when an ACK was held back (on_work) */
+	uint64_t doom_ns; /* BYE came with requests of ours unanswered:
+			   * they fail then (on_work) */
+	atomic_uint gone; /* SRN_TCP_* */
+	char desc[64];
+	/* requester: our requests and their answers */
+	uint32_t tx_psn; /* next request psn; tx_lock, release */
+	uint64_t resp_pos; /* rx: SQ position answered next... */
+	uint32_t resp_psn; /* ...and its psn */
+	enum ibv_wc_status resp_status;
+	/* responder: the peer's requests */
+	struct srn_rwqe_buf rb;
+	bool have_rwqe;
+	bool nak_rnr; /* we NAKed done_psn + 1 (RNR): later requests are
+		       * dropped until it comes again */
+	bool skip; /* the current request is dropped */
+	enum ibv_wc_status st; /* outcome at the target */
+	uint32_t ws; /* answer to the initiator */
+	uint8_t *ptr;
+	struct srn_wire_atomic at;
+	uint32_t done_psn; /* last request handled; rx, release */
+	uint32_t rx_seen_tx_psn; /* tx_psn at the last receive batch */
+	/* transmit */
+	struct srn_lock tx_lock;
+	atomic_uint tx_pending; /* answers or an ACK wait for tx_lock */
+	uint32_t ack_sent; /* tx_lock */
+	uint32_t ansq_head; /* tx_lock; release */
+	uint32_t ansq_tail; /* rx; release */
+	size_t ans_off; /* bytes of ansq[head] sent; tx_lock */
+	struct srn_tcp_answer ansq[SRN_TCP_ANSQ];
+};
+
+/* qp->tpriv of a QP on the tcp transport */
+struct srn_tcp_qp {
+	struct srn_tcp_link *link; /* requests go here; NULL while waiting
+				    * for the peer to connect (conn_lock
+				    * writes, release) */
+	bool dialer; /* we connect; else the peer connects to us */
+	uint8_t dgid[16];
+	uint32_t dqpn;
+	atomic_uint rd_out; /* READs and atomics in flight */
+	/* RNR NAK: the receive side (progress lock) counts the retries and
+	 * asks the requester (sq_lock) to go back to rewind_pos/psn after
+	 * rnr_until_ns */
+	uint32_t rnr_psn, rnr_left;
+	bool rnr_seen;
+	uint64_t rnr_until_ns; /* relaxed atomics: both sides */
+	uint64_t rewind_pos; /* set before the release of qp->pending_run */
+	uint32_t rewind_psn;
+	char desc[64];
+};
+
+uint16_t srn_tcp_port(void);
+int srn_tcp_sendv(int fd, struct iovec *iov, unsigned n);
+
+/*
+ * What a link's receive side hands up (tcp_link.c dispatches through it):
+ * requests to the responder (tcp_responder.c), answers and ACKs to the
+ * requester (tcp_transport.c). tcp_transport.c sets it when the library is
+ * loaded.
+ */
+struct srn_tcp_up_ops {
+	int (*resp_on_hdr)(struct srn_tcp_link *l,
+			   const struct srn_wire_hdr *h, struct iovec *iov,
+			   unsigned *niov);
+	int (*resp_on_msg)(struct srn_tcp_link *l,
+			   const struct srn_wire_hdr *h);
+	int (*req_on_hdr)(struct srn_tcp_link *l, const struct srn_wire_hdr *h,
+			  struct iovec *iov, unsigned *niov);
+	int (*req_on_msg)(struct srn_tcp_link *l,
+			  const struct srn_wire_hdr *h);
+	int (*req_on_ack)(struct srn_tcp_link *l, uint32_t psn);
+	/* the peer left: fail our requests in flight (true: some were) */
+	bool (*req_down)(struct srn_tcp_link *l);
+};
+
+/* tcp_link.c: connections, their receive dispatch and their send side */
+void srn_tcp_link_set_up(const struct srn_tcp_up_ops *up);
+struct srn_tcp_link *srn_tcp_link_new(int fd);
+void srn_tcp_link_free(struct srn_tcp_link *l);
+void srn_tcp_link_name(struct srn_tcp_link *l);
+int srn_tcp_link_add(struct srn_tcp_link *l);
+void srn_tcp_link_bind(struct srn_tcp_link *l, struct srn_qp *qp);
+void srn_tcp_link_bye(struct srn_tcp_link *l);
+int srn_tcp_link_request(struct srn_tcp_link *l, struct srn_wire_hdr *h,
+			 struct iovec *iov, unsigned n);
+int srn_tcp_link_answer(struct srn_tcp_link *l,
+			const struct srn_tcp_answer *a);
+void srn_tcp_link_done(struct srn_tcp_link *l, uint32_t psn);
+void srn_tcp_flush_work(bool all);
+void srn_tcp_resume_paused(void);
+
+/* tcp_transport.c: the requester's side of a link */
+int srn_tcp_req_on_ack(struct srn_tcp_link *l, uint32_t psn);
+int srn_tcp_req_on_hdr(struct srn_tcp_link *l, const struct srn_wire_hdr *h,
+		       struct iovec *iov, unsigned *niov);
+int srn_tcp_req_on_msg(struct srn_tcp_link *l, const struct srn_wire_hdr *h);
+bool srn_tcp_req_down(struct srn_tcp_link *l);
+
+/* tcp_responder.c: the host-wide listener and the responder */
+int srn_tcp_resp_on_hdr(struct srn_tcp_link *l, const struct srn_wire_hdr *h,
+			struct iovec *iov, unsigned *niov);
+int srn_tcp_resp_on_msg(struct srn_tcp_link *l, const struct srn_wire_hdr *h);
+int srn_tcp_adopt(struct srn_qp *qp, int fd, const void *hello, size_t len);
+void srn_tcp_qp_destroy(struct srn_qp *qp);
+void srn_tcp_kick(struct srn_qp *qp);
+extern struct srn_progress_hooks srn_tcp_hooks;
+
+#endif /* SRN_TCP_H */

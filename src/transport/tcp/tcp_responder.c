@@ -1,0 +1,458 @@
+// SPDX-License-Identifier: MIT
+/*
+ * softrnic — the TCP transport, target side: the host-wide listener and the
+ * responder.
+ *
+ * Every process that has the device open listens on the softrnic port
+ * (SOFTRNIC_PORT, default 4791) with SO_REUSEPORT, so the kernel spreads
+ * incoming connections over them and no daemon is needed. The process
+ * that accepts reads HELLO: if it owns the destination QP it answers;
+ * otherwise it passes the socket to the owner over the QP's abstract unix
+ * socket (SCM_RIGHTS, SRN_CTL_TCP_ADOPT) and forgets it.
+ *
+ * The responder runs on a link's receive side (tcp_link.c): it checks
+ * each request (QP state and access, key, PD, access, bounds), receives
+ * payloads straight into the target's registered memory, writes receive
+ * completions, and queues answers (READ_RESP, ATOMIC_RESP, NAK) for the
+ * link's send side; plain successes are acknowledged cumulatively. A SEND
+ * with no receive WQE posted pauses the link (TCP then pushes back on the
+ * sender) until a receive is posted.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "proto/srn_ctl_proto.h"
+#include "transport/tcp/tcp.h"
+
+static struct srn_pollable srn_tcp_listener = { .fd = -1 };
+
+/* Sends HELLO_ACK (before anything else can use the link). */
+static int srn_tcp_hello_ack(struct srn_tcp_link *l, uint32_t err)
+{
+	struct srn_wire_hdr h;
+	struct iovec iov = { &h, sizeof(h) };
+
+	srn_wire_hdr_init(&h, SRN_WOP_HELLO_ACK, 0, 0);
+	h.aux = err;
+	return srn_tcp_sendv(l->pl.fd, &iov, 1);
+}
+
+/* Queues the answer to the current request: data, or a NAK. */
+static int srn_tcp_answer(struct srn_tcp_link *c, unsigned op,
+			  const void *data, uint32_t len, uint64_t val)
+{
+	struct srn_tcp_answer a = { .op = (uint8_t)op, .psn = c->rx.hdr.psn,
+				    .data = data, .len = len, .val = val };
+
+	if (op == SRN_WOP_ACK)
+		a.status = c->ws;
+	if (op == SRN_WOP_ACK && c->ws == SRN_WS_RNR)
+		a.rkey = c->qp->attr.min_rnr_timer;
+	if (op == SRN_WOP_ATOMIC_RESP)
+		a.len = sizeof(a.val);
+	return srn_tcp_link_answer(c, &a);
+}
+
+/* ---- requests: where the payload goes ---- */
+
+static struct srn_rq_view *srn_tcp_rq(struct srn_qp *qp)
+{
+	return qp->srq ? &qp->srq->rqv : &qp->rqv;
+}
+
+/* Takes a receive WQE for the current message; -ENOENT: none posted
+ * (the request is dropped and NAKed, RNR). */
+static int srn_tcp_take_rwqe(struct srn_tcp_link *c)
+{
+	struct srn_rq_view *v = srn_tcp_rq(c->qp);
+	int err;
+
+	if (c->have_rwqe)
+		return 0;
+	err = srn_rq_claim(v, &c->rb.w);
+	if (err == -EAGAIN) { /* the requester goes back and retries */
+		c->ws = SRN_WS_RNR;
+		return -ENOENT;
+	}
+	c->have_rwqe = true;
+	if (err)
+		c->st = IBV_WC_LOC_PROT_ERR;
+	if (c->qp->srq)
+		srn_srq_limit_consumed(v, srn_progress_kick_fd());
+	return 0;
+}
+
+/* The target's own key check, into a pointer. */
+static uint32_t srn_tcp_key(struct srn_tcp_link *c, uint32_t key,
+			    uint64_t addr, uint64_t len, unsigned acc,
+			    uint8_t **ptr)
+{
+	struct srn_qp *qp = c->qp;
+	struct srn_key_ref ref;
+
+	if (!(qp->attr.qp_access_flags & acc))
+		return SRN_WS_REM_INV_REQ;
+	if (len && srn_key_check(srn_ctx_tpt(qp->ctx), key, qp->pd->handle,
+				 acc, addr, len, &ref) != SRN_KEY_OK)
+		return SRN_WS_REM_ACCESS;
+	*ptr = len ? (uint8_t *)(uintptr_t)(ref.va + (addr - ref.iova)) : NULL;
+	return SRN_WS_OK;
+}
+
+static int srn_tcp_send_sink(struct srn_tcp_link *c,
+			     const struct srn_wire_hdr *h, struct iovec *iov,
+			     unsigned *niov)
+{
+	uint64_t cap = 0;
+	int err = srn_tcp_take_rwqe(c);
+
+	if (err == -ENOENT) {
+		*niov = 0; /* RNR: drop the message */
+		return 0;
+	}
+	if (c->st != IBV_WC_SUCCESS) {
+		c->ws = SRN_WS_REM_OP;
+		return 0;
+	}
+	for (uint32_t i = 0; i < c->rb.w.num_sge; i++) {
+		const struct srn_rsge *s = &c->rb.w.sge[i];
+		struct srn_key_ref ref;
+
+		if (s->length &&
+		    srn_key_check(srn_ctx_tpt(c->qp->ctx), s->lkey,
+				  c->qp->pd->handle, IBV_ACCESS_LOCAL_WRITE,
+				  s->addr, s->length, &ref) != SRN_KEY_OK) {
+			c->st = IBV_WC_LOC_PROT_ERR;
+			c->ws = SRN_WS_REM_OP;
+			*niov = 0;
+			return 0;
+		}
+		iov[i].iov_base = s->length ? (void *)(uintptr_t)(
+			ref.va + (s->addr - ref.iova)) : NULL;
+		iov[i].iov_len = s->length;
+		cap += s->length;
+	}
+	*niov = c->rb.w.num_sge;
+	if (h->len > cap) {
+		c->st = IBV_WC_LOC_LEN_ERR;
+		c->ws = SRN_WS_REM_INV_REQ;
+		*niov = 0;
+	}
+	return 0;
+}
+
+int srn_tcp_resp_on_hdr(struct srn_tcp_link *c, const struct srn_wire_hdr *h,
+			struct iovec *iov, unsigned *niov)
+{
+	enum ibv_qp_state st;
+
+	if (!c->qp) {
+		if (h->opcode != SRN_WOP_HELLO)
+			return -EPROTO;
+		iov[0].iov_base = &c->hello;
+		iov[0].iov_len = sizeof(c->hello);
+		*niov = 1;
+		return 0;
+	}
+	if (h->opcode == SRN_WOP_BYE) {
+		c->bye = true; /* the peer QP is gone, in order */
+		return -ECONNRESET;
+	}
+	if (h->opcode == SRN_WOP_HELLO)
+		return -EPROTO;
+	if (h->psn != c->done_psn + 1) { /* a retransmission, or later */
+		if (!c->nak_rnr)
+			return -EPROTO;
+		c->skip = true; /* after our RNR NAK: go back N */
+		return 0;
+	}
+	c->skip = false;
+	st = srn_qp_state(c->qp);
+	if (st == IBV_QPS_RESET || st == IBV_QPS_INIT)
+		return -EAGAIN; /* not ready to receive: wait for RTR */
+	if (st == IBV_QPS_ERR)
+		return -ECONNABORTED; /* a device drops it: the sender fails */
+	c->st = IBV_WC_SUCCESS;
+	c->ws = SRN_WS_OK;
+	switch (h->opcode) {
+	case SRN_WOP_SEND:
+		return srn_tcp_send_sink(c, h, iov, niov);
+	case SRN_WOP_WRITE:
+		c->ws = srn_tcp_key(c, h->rkey, h->raddr, h->len,
+				    IBV_ACCESS_REMOTE_WRITE, &c->ptr);
+		if (c->ws == SRN_WS_OK && (h->flags & SRN_WF_IMM))
+			srn_tcp_take_rwqe(c); /* none: ws RNR */
+		if (c->ws == SRN_WS_OK) {
+			iov[0].iov_base = c->ptr;
+			iov[0].iov_len = h->len;
+			*niov = 1;
+		}
+		return 0;
+	case SRN_WOP_READ_REQ:
+		c->ws = srn_tcp_key(c, h->rkey, h->raddr, h->len,
+				    IBV_ACCESS_REMOTE_READ, &c->ptr);
+		return 0;
+	default: /* ATOMIC */
+		iov[0].iov_base = &c->at;
+		iov[0].iov_len = sizeof(c->at);
+		*niov = 1;
+		return 0;
+	}
+}
+
+/* ---- requests: complete and answer ---- */
+
+static void srn_tcp_recv_cqe(struct srn_tcp_link *c,
+			     const struct srn_wire_hdr *h,
+			     enum ibv_wc_opcode opcode)
+{
+	struct srn_cqe q = {
+		.wr_id = c->rb.w.wr_id,
+		.status = c->st,
+		.opcode = opcode,
+		.byte_len = c->st == IBV_WC_SUCCESS ? h->len : 0,
+		.qp_num = c->qp->ibqpx.qp_base.qp_num,
+		.src_qp = c->hello.src_qpn,
+	};
+
+	if (c->st == IBV_WC_SUCCESS && (h->flags & SRN_WF_IMM)) {
+		q.imm_data = h->aux;
+		q.wc_flags = IBV_WC_WITH_IMM;
+	}
+	if (c->st != IBV_WC_SUCCESS)
+		q.vendor_err = c->st;
+	if (h->flags & SRN_WF_SOLICITED)
+		q.flags = SRN_CQE_SOLICITED;
+	c->have_rwqe = false;
+	if (srn_cq_post(&c->qp->recv_cq->local, &q))
+		srn_cq_check_overflow(c->qp->recv_cq);
+}
+
+static uint32_t srn_tcp_atomic(struct srn_tcp_link *c,
+			       const struct srn_wire_hdr *h, uint64_t *old)
+{
+	uint32_t ws;
+	uint64_t *t;
+
+	if (h->raddr & 7)
+		return SRN_WS_REM_INV_REQ;
+	ws = srn_tcp_key(c, h->rkey, h->raddr, 8, IBV_ACCESS_REMOTE_ATOMIC,
+			 &c->ptr);
+	if (ws != SRN_WS_OK)
+		return ws;
+	t = (uint64_t *)c->ptr;
+	if (h->flags & SRN_WF_CAS) {
+		*old = c->at.compare_add;
+		__atomic_compare_exchange_n(t, old, c->at.swap, false,
+					    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+	} else {
+		*old = __atomic_fetch_add(t, c->at.compare_add,
+					  __ATOMIC_SEQ_CST);
+	}
+	return SRN_WS_OK;
+}
+
+static int srn_tcp_hello_done(struct srn_tcp_link *c);
+
+int srn_tcp_resp_on_msg(struct srn_tcp_link *c, const struct srn_wire_hdr *h)
+{
+	uint64_t old = 0;
+	int err = 0;
+
+	if (!c->qp)
+		return srn_tcp_hello_done(c);
+	if (c->skip)
+		return 0; /* dropped: the requester sends it again */
+	c->nak_rnr = false;
+	switch (h->opcode) {
+	case SRN_WOP_SEND:
+		if (c->have_rwqe)
+			srn_tcp_recv_cqe(c, h, IBV_WC_RECV);
+		break;
+	case SRN_WOP_WRITE:
+		if ((h->flags & SRN_WF_IMM) && c->have_rwqe)
+			srn_tcp_recv_cqe(c, h, IBV_WC_RECV_RDMA_WITH_IMM);
+		break;
+	case SRN_WOP_READ_REQ:
+		if (c->ws == SRN_WS_OK)
+			err = srn_tcp_answer(c, SRN_WOP_READ_RESP, c->ptr,
+					     h->len, 0);
+		break;
+	default:
+		c->ws = srn_tcp_atomic(c, h, &old);
+		if (c->ws == SRN_WS_OK)
+			err = srn_tcp_answer(c, SRN_WOP_ATOMIC_RESP, NULL, 0,
+					     old);
+		break;
+	}
+	if (!err && c->ws != SRN_WS_OK)
+		err = srn_tcp_answer(c, SRN_WOP_ACK, NULL, 0, 0); /* a NAK */
+	if (err)
+		return err;
+	if (c->ws == SRN_WS_RNR) { /* not done: drop what follows */
+		c->nak_rnr = true;
+		return 0;
+	}
+	srn_tcp_link_done(c, h->psn);
+	if (c->ws != SRN_WS_OK)
+		srn_qp_async_error(c->qp); /* a NAK: the responder fails too */
+	return 0;
+}
+
+/* ---- connections ---- */
+
+/* HELLO arrived on a connection we accepted: ours, or hand it over. */
+static int srn_tcp_hello_done(struct srn_tcp_link *c)
+{
+	struct srn_qp *qp = srn_progress_find_qp(c->hello.dst_qpn);
+	int err;
+
+	if (qp) {
+		srn_tcp_link_name(c);
+		err = srn_tcp_hello_ack(c, 0);
+		if (!err)
+			srn_tcp_link_bind(c, qp);
+		return err;
+	}
+	err = srn_ctl_handoff(c->hello.dst_qpn, c->pl.fd, &c->hello,
+			      sizeof(c->hello));
+	if (err)
+		srn_tcp_hello_ack(c, ENOENT);
+	return -ECONNABORTED; /* the owner has it now: drop our copy */
+}
+
+/* The owner's side of a hand-over (engine/ctl.c): fd and HELLO already
+ * read. -ENOPROTOOPT: not a HELLO of ours. */
+int srn_tcp_adopt(struct srn_qp *qp, int fd, const void *hello, size_t len)
+{
+	struct srn_tcp_link *c;
+	int err;
+
+	if (len != sizeof(c->hello))
+		return -ENOPROTOOPT;
+	c = srn_tcp_link_new(fd);
+	if (!c)
+		return -ENOMEM;
+	memcpy(&c->hello, hello, len);
+	srn_tcp_link_name(c);
+	err = srn_tcp_hello_ack(c, 0);
+	if (!err)
+		err = srn_tcp_link_add(c);
+	if (err) {
+		c->pl.fd = -1; /* the caller closes it */
+		srn_tcp_link_free(c);
+		return err;
+	}
+	srn_tcp_link_bind(c, qp);
+	return 0;
+}
+
+/* QP destroyed: its peers see BYE then the close. Its own request link
+ * goes in srn_tcp_disconnect. */
+void srn_tcp_qp_destroy(struct srn_qp *qp)
+{
+	struct srn_list *pos, *tmp;
+
+	srn_progress_lock();
+	srn_list_for_each_safe(pos, tmp, &qp->links) {
+		struct srn_tcp_link *c =
+			container_of(pos, struct srn_tcp_link, pl.link);
+		/* acquire: pairs with the release in srn_tcp_connect */
+		struct srn_tcp_qp *tq =
+			__atomic_load_n(&qp->tstate, __ATOMIC_ACQUIRE);
+
+		if (tq && __atomic_load_n(&tq->link, __ATOMIC_ACQUIRE) == c)
+			continue;
+		srn_tcp_link_bye(c);
+		srn_tcp_link_free(c);
+	}
+	srn_progress_unlock();
+}
+
+static void srn_tcp_on_accept(struct srn_pollable *pl, uint32_t events)
+{
+	int fd = accept4(pl->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	struct srn_tcp_link *c;
+
+	if (fd < 0)
+		return;
+	c = srn_tcp_link_new(fd);
+	if (!c) {
+		close(fd);
+		return;
+	}
+	if (srn_tcp_link_add(c))
+		srn_tcp_link_free(c);
+}
+
+/* With the progress thread: listen on the host-wide port. Failure is not
+ * fatal (only same-host peers are then reachable). */
+static void srn_tcp_listen_start(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_port = htons(srn_tcp_port()),
+				  .sin_addr.s_addr = htonl(INADDR_ANY) };
+	int one = 1, fd;
+
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) || listen(fd, 128)) {
+		srn_dbg("TCP port %u: %m; other hosts cannot reach us",
+			srn_tcp_port());
+		close(fd);
+		return;
+	}
+	srn_tcp_listener.fd = fd;
+	srn_tcp_listener.fn = srn_tcp_on_accept;
+	if (srn_progress_add(&srn_tcp_listener, EPOLLIN)) {
+		close(fd);
+		srn_tcp_listener.fd = -1;
+	}
+}
+
+static void srn_tcp_listen_stop(void)
+{
+	if (srn_tcp_listener.fd < 0)
+		return;
+	srn_progress_del(&srn_tcp_listener);
+	close(srn_tcp_listener.fd);
+	srn_tcp_listener.fd = -1;
+}
+
+/* Our own responder may wait for the receives just posted to qp. */
+void srn_tcp_kick(struct srn_qp *qp)
+{
+	bool any;
+
+	pthread_mutex_lock(&qp->conn_lock);
+	any = !srn_list_empty(&qp->links);
+	pthread_mutex_unlock(&qp->conn_lock);
+	if (any)
+		srn_progress_kick();
+}
+
+static void srn_tcp_work(bool idle)
+{
+	if (!idle)
+		srn_tcp_resume_paused(); /* RNR deadlines */
+	srn_tcp_flush_work(idle); /* ACKs held back */
+}
+
+struct srn_progress_hooks srn_tcp_hooks = {
+	.start = srn_tcp_listen_start,
+	.stop = srn_tcp_listen_stop,
+	.work = srn_tcp_work,
+};

@@ -1,0 +1,626 @@
+// SPDX-License-Identifier: MIT
+/*
+ * softrnic — the TCP transport, requester side (docs/wire.md).
+ *
+ * One connection per QP pair (tcp_link.c). At RTR the QP whose (GID, QPN)
+ * is the smaller one connects to the other's host port and says HELLO; the
+ * other QP waits for that connection (its requests stall until it comes,
+ * as they would for a peer not yet at RTR). The application thread that
+ * rings the doorbell sends each request itself (sendmsg straight from the
+ * registered buffers, no hand-off, no copy), and the WQE stays in flight
+ * until its answer arrives: an ACK (cumulative, often carried by the peer's
+ * own next request), READ_RESP straight into the local buffers, or
+ * ATOMIC_RESP. WQEs complete in order.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "transport/tcp/tcp.h"
+
+static enum ibv_wc_status srn_tcp_status(uint32_t ws)
+{
+	static const enum ibv_wc_status map[SRN_WS_NR] = {
+		[SRN_WS_OK] = IBV_WC_SUCCESS,
+		[SRN_WS_RNR] = IBV_WC_RNR_RETRY_EXC_ERR,
+		[SRN_WS_REM_ACCESS] = IBV_WC_REM_ACCESS_ERR,
+		[SRN_WS_REM_INV_REQ] = IBV_WC_REM_INV_REQ_ERR,
+		[SRN_WS_REM_OP] = IBV_WC_REM_OP_ERR,
+	};
+
+	return ws < SRN_WS_NR ? map[ws] : IBV_WC_REM_OP_ERR;
+}
+
+/* ---- requests ---- */
+
+static void srn_tcp_req_hdr(const struct srn_swqe *w, struct srn_wire_hdr *h)
+{
+	bool imm = w->opcode == IBV_WR_SEND_WITH_IMM ||
+		   w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+
+	switch (w->opcode) {
+	case IBV_WR_SEND:
+	case IBV_WR_SEND_WITH_IMM:
+		srn_wire_hdr_init(h, SRN_WOP_SEND, w->psn, (uint32_t)w->total_len);
+		break;
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		srn_wire_hdr_init(h, SRN_WOP_WRITE, w->psn,
+				  (uint32_t)w->total_len);
+		break;
+	case IBV_WR_RDMA_READ:
+		srn_wire_hdr_init(h, SRN_WOP_READ_REQ, w->psn,
+				  (uint32_t)w->total_len);
+		break;
+	default:
+		srn_wire_hdr_init(h, SRN_WOP_ATOMIC, w->psn,
+				  sizeof(struct srn_wire_atomic));
+		if (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP)
+			h->flags |= SRN_WF_CAS;
+		break;
+	}
+	if (imm) {
+		h->flags |= SRN_WF_IMM;
+		h->aux = w->imm_data;
+	}
+	if (w->send_flags & IBV_SEND_SOLICITED)
+		h->flags |= SRN_WF_SOLICITED;
+	h->rkey = w->rkey;
+	h->raddr = w->remote_addr;
+}
+
+static bool srn_tcp_wants_answer(const struct srn_swqe *w)
+{
+	return srn_opcode_get(w->opcode)->flags & SRN_OP_LOCAL_WRITE;
+}
+
+/* May a READ or atomic go now? At most max_rd_atomic in flight. */
+static bool srn_tcp_credit(struct srn_qp *qp, struct srn_tcp_qp *tq)
+{
+	unsigned max = qp->attr.max_rd_atomic ? qp->attr.max_rd_atomic : 1;
+
+	return atomic_load_explicit(&tq->rd_out, memory_order_acquire) < max;
+}
+
+/* The payload of a READ or atomic request: the operands, or nothing. */
+static unsigned srn_tcp_atomic_iov(const struct srn_swqe *w,
+				   struct srn_wire_atomic *at, struct iovec *iov)
+{
+	if (!(srn_opcode_get(w->opcode)->flags & SRN_OP_REMOTE_ATOMIC))
+		return 0;
+	at->compare_add = w->compare_add;
+	at->swap = w->swap;
+	iov->iov_base = at;
+	iov->iov_len = sizeof(*at);
+	return 1;
+}
+
+/* After an RNR NAK the target's timer must run out before we send
+ * again. */
+static bool srn_tcp_rnr_waiting(struct srn_tcp_qp *tq)
+{
+	/* relaxed: the receive side's srn_tcp_rnr_nak sets it, before the
+	 * release of pending_run that made us go back */
+	uint64_t until = __atomic_load_n(&tq->rnr_until_ns, __ATOMIC_RELAXED);
+
+	if (srn_likely(!until))
+		return false;
+	if (srn_now_ns() < until) {
+		srn_progress_wake_at(until);
+		return true;
+	}
+	__atomic_store_n(&tq->rnr_until_ns, 0, __ATOMIC_RELAXED);
+	return false;
+}
+
+static int srn_tcp_execute(struct srn_qp *qp, const struct srn_swqe *cw,
+			   enum ibv_wc_status *status, enum srn_stall *stall)
+{
+	struct srn_tcp_qp *tq = qp->tpriv;
+	/* acquire: pairs with the release in srn_tcp_link_bind */
+	struct srn_tcp_link *l = __atomic_load_n(&tq->link, __ATOMIC_ACQUIRE);
+	struct srn_swqe *w = (struct srn_swqe *)cw;
+	struct iovec iov[SRN_MAX_SGE + 2];
+	struct srn_wire_atomic at;
+	struct srn_wire_hdr h;
+	bool answer = srn_tcp_wants_answer(w);
+	unsigned n = 0;
+
+	if (!l) { /* the peer has not connected to us yet */
+		*stall = SRN_STALL_NOT_READY;
+		return -EAGAIN;
+	}
+	switch (atomic_load_explicit(&l->gone, memory_order_acquire)) {
+	case SRN_TCP_CLOSED: /* the peer QP is gone: nobody will answer, */
+		*stall = SRN_STALL_NOT_READY; /* RETRY_EXC_ERR in the end */
+		return -EAGAIN;
+	case SRN_TCP_DEAD:
+		*status = IBV_WC_RETRY_EXC_ERR;
+		return 0;
+	}
+	if (srn_local_iov(qp, w, answer ? IBV_ACCESS_LOCAL_WRITE : 0, iov + 1,
+			  &n)) {
+		*status = IBV_WC_LOC_PROT_ERR;
+		return 0;
+	}
+	if (answer && !srn_tcp_credit(qp, tq)) {
+		*stall = SRN_STALL_CREDIT;
+		return -EAGAIN;
+	}
+	if (srn_tcp_rnr_waiting(tq)) {
+		*stall = SRN_STALL_RNR_WAIT;
+		return -EAGAIN;
+	}
+	/* release: the receive side matches answers against it (pairs with
+	 * the acquire in srn_tcp_acked) */
+	__atomic_store_n(&w->psn, l->tx_psn, __ATOMIC_RELEASE);
+	__atomic_store_n(&l->tx_psn, l->tx_psn + 1, __ATOMIC_RELEASE);
+	srn_tcp_req_hdr(w, &h);
+	iov[0].iov_base = &h;
+	iov[0].iov_len = sizeof(h);
+	if (answer) { /* READ/atomic: only the request goes out */
+		n = srn_tcp_atomic_iov(w, &at, iov + 1);
+		atomic_fetch_add_explicit(&tq->rd_out, 1, memory_order_relaxed);
+	}
+	if (srn_tcp_link_request(l, &h, iov, n + 1)) {
+		/* the connection broke: the receive side will tell whether
+		 * the peer crashed (ERR now) or left in order (this WQE then
+		 * times out, RETRY_EXC_ERR) */
+		if (answer)
+			atomic_fetch_sub_explicit(&tq->rd_out, 1,
+						  memory_order_relaxed);
+		*stall = SRN_STALL_NOT_READY;
+		return -EAGAIN;
+	}
+	return -EINPROGRESS;
+}
+
+/* ---- answers (receive side, progress lock) ---- */
+
+static void srn_tcp_wqe_done(struct srn_qp *qp, struct srn_swqe *w,
+			     enum ibv_wc_status status)
+{
+	srn_lock(&qp->comp_lock);
+	if (!w->done) { /* not flushed meanwhile */
+		w->status = status;
+		w->done = 1;
+	}
+	srn_unlock(&qp->comp_lock);
+}
+
+/* Is this link where the QP's requests go? Answers come only there. */
+static bool srn_tcp_is_req_link(struct srn_tcp_link *l)
+{
+	/* acquire: pairs with the releases in srn_tcp_connect (tq is freed
+	 * only under the progress lock, which we hold) */
+	struct srn_tcp_qp *tq = __atomic_load_n(&l->qp->tstate, __ATOMIC_ACQUIRE);
+
+	return tq && __atomic_load_n(&tq->link, __ATOMIC_ACQUIRE) == l;
+}
+
+/* Every request up to and including psn is done at the target: their
+ * WQEs complete, in order. A READ or atomic cannot be acknowledged this
+ * way (its answer carries data). */
+static int srn_tcp_acked(struct srn_tcp_link *l, uint32_t psn)
+{
+	struct srn_qp *qp = l->qp;
+	/* acquire: pairs with the release in srn_tcp_execute */
+	uint32_t last = __atomic_load_n(&l->tx_psn, __ATOMIC_ACQUIRE) - 1;
+
+	if ((int32_t)(psn - (l->resp_psn - 1)) < 0 || (int32_t)(last - psn) < 0)
+		return -EPROTO; /* acknowledges what we never sent */
+	if (psn == l->resp_psn - 1)
+		return 0;
+	while (l->resp_psn != psn + 1) {
+		struct srn_swqe *w = srn_sq_wqe(qp, l->resp_pos);
+
+		/* acquire: pairs with the release in srn_tcp_execute */
+		if (__atomic_load_n(&w->psn, __ATOMIC_ACQUIRE) != l->resp_psn ||
+		    srn_tcp_wants_answer(w))
+			return -EPROTO;
+		srn_tcp_wqe_done(qp, w, IBV_WC_SUCCESS);
+		l->resp_pos++;
+		l->resp_psn++;
+	}
+	srn_req_complete(qp);
+	return 0;
+}
+
+int srn_tcp_req_on_ack(struct srn_tcp_link *l, uint32_t psn)
+{
+	return srn_tcp_is_req_link(l) ? srn_tcp_acked(l, psn) : -EPROTO;
+}
+
+/* An answer that is the WQE's own (READ_RESP, ATOMIC_RESP, a NAK): the
+ * requests before it are done, and this one is the next WQE. */
+static int srn_tcp_answer_head(struct srn_tcp_link *l,
+			       const struct srn_wire_hdr *h,
+			       struct srn_swqe **w_p)
+{
+	uint32_t last = __atomic_load_n(&l->tx_psn, __ATOMIC_ACQUIRE) - 1;
+	int err = srn_tcp_acked(l, h->psn - 1);
+	struct srn_swqe *w;
+
+	if (err)
+		return err;
+	w = srn_sq_wqe(l->qp, l->resp_pos);
+	/* acquire: pairs with the release in srn_tcp_execute */
+	if ((int32_t)(last - h->psn) < 0 || h->psn != l->resp_psn ||
+	    __atomic_load_n(&w->psn, __ATOMIC_ACQUIRE) != h->psn)
+		return -EPROTO;
+	*w_p = w;
+	return 0;
+}
+
+int srn_tcp_req_on_hdr(struct srn_tcp_link *l, const struct srn_wire_hdr *h,
+		       struct iovec *iov, unsigned *niov)
+{
+	struct srn_swqe *w;
+	int err;
+
+	if (!srn_tcp_is_req_link(l) || h->opcode == SRN_WOP_HELLO_ACK)
+		return -EPROTO;
+	if (h->opcode == SRN_WOP_ACK && h->aux == SRN_WS_OK)
+		return srn_tcp_acked(l, h->psn);
+	err = srn_tcp_answer_head(l, h, &w);
+	if (err)
+		return err;
+	if (h->opcode == SRN_WOP_ACK) { /* a NAK */
+		l->resp_status = srn_tcp_status(h->aux);
+		return 0;
+	}
+	if ((h->opcode == SRN_WOP_READ_RESP &&
+	     (w->opcode != IBV_WR_RDMA_READ || h->len != w->total_len)) ||
+	    (h->opcode == SRN_WOP_ATOMIC_RESP &&
+	     !(srn_opcode_get(w->opcode)->flags & SRN_OP_REMOTE_ATOMIC)))
+		return -EPROTO;
+	l->resp_status = IBV_WC_SUCCESS;
+	/* the local SGEs were checked when the request left; check again
+	 * (an MR may have gone meanwhile) and land the data there */
+	if (srn_local_iov(l->qp, w, IBV_ACCESS_LOCAL_WRITE, iov, niov)) {
+		*niov = 0;
+		l->resp_status = IBV_WC_LOC_PROT_ERR;
+	}
+	return 0;
+}
+
+/*
+ * Receive side: the target found no receive WQE for our head request and
+ * dropped it and everything after it. True: the requester goes back and
+ * sends them again after the target's timer (h->rkey); false: the QP's
+ * rnr_retry is used up (7: never), the WQE fails.
+ */
+static bool srn_tcp_rnr_nak(struct srn_tcp_link *l, const struct srn_wire_hdr *h)
+{
+	struct srn_qp *qp = l->qp;
+	struct srn_tcp_qp *tq = __atomic_load_n(&qp->tstate, __ATOMIC_ACQUIRE);
+	unsigned retry = qp->attr.rnr_retry;
+
+	if (!tq->rnr_seen || tq->rnr_psn != h->psn) { /* a new WQE */
+		tq->rnr_seen = true;
+		tq->rnr_psn = h->psn;
+		tq->rnr_left = retry;
+	}
+	if (retry != 7) {
+		if (!tq->rnr_left)
+			return false;
+		tq->rnr_left--;
+	}
+	__atomic_store_n(&tq->rnr_until_ns,
+			 srn_now_ns() + srn_rnr_timer_ns((uint8_t)h->rkey),
+			 __ATOMIC_RELAXED);
+	__atomic_store_n(&tq->rewind_pos, l->resp_pos, __ATOMIC_RELAXED);
+	__atomic_store_n(&tq->rewind_psn, l->resp_psn, __ATOMIC_RELAXED);
+	/* release: pairs with the acquire in srn_req_run, which then calls
+	 * srn_tcp_rewind */
+	atomic_store_explicit(&qp->pending_run, 1, memory_order_release);
+	srn_progress_request_retry();
+	return true;
+}
+
+/* sq_lock, after srn_req_run took qp->pending_run: go back to the WQE the
+ * target NAKed (RNR). */
+static bool srn_tcp_rewind(struct srn_qp *qp, uint64_t *pos_p)
+{
+	struct srn_tcp_qp *tq = qp->tpriv;
+	/* acquire: pairs with the release in srn_tcp_link_bind */
+	struct srn_tcp_link *l = __atomic_load_n(&tq->link, __ATOMIC_ACQUIRE);
+	uint64_t pos;
+
+	if (!l)
+		return false;
+	pos = __atomic_load_n(&tq->rewind_pos, __ATOMIC_RELAXED);
+	if (qp->sq.sent - pos > qp->sq.size)
+		return false; /* not ours to go back to */
+	for (uint64_t i = pos; i != qp->sq.sent; i++) /* dropped unanswered */
+		if (srn_tcp_wants_answer(srn_sq_wqe(qp, i)))
+			atomic_fetch_sub_explicit(&tq->rd_out, 1,
+						  memory_order_relaxed);
+	/* release: pairs with the acquire in srn_tcp_acked */
+	__atomic_store_n(&l->tx_psn,
+			 __atomic_load_n(&tq->rewind_psn, __ATOMIC_RELAXED),
+			 __ATOMIC_RELEASE);
+	*pos_p = pos;
+	return true;
+}
+
+int srn_tcp_req_on_msg(struct srn_tcp_link *l, const struct srn_wire_hdr *h)
+{
+	struct srn_qp *qp = l->qp;
+	struct srn_swqe *w;
+
+	if (h->opcode == SRN_WOP_ACK && h->aux == SRN_WS_OK)
+		return 0; /* done in srn_tcp_req_on_hdr */
+	if (h->opcode == SRN_WOP_ACK && h->aux == SRN_WS_RNR &&
+	    srn_tcp_rnr_nak(l, h))
+		return 0; /* not done: sent again later */
+	w = srn_sq_wqe(qp, l->resp_pos);
+	srn_tcp_wqe_done(qp, w, l->resp_status);
+	l->resp_pos++;
+	l->resp_psn++;
+	if (srn_tcp_wants_answer(w)) {
+		struct srn_tcp_qp *tq =
+			__atomic_load_n(&qp->tstate, __ATOMIC_ACQUIRE);
+
+		atomic_fetch_sub_explicit(&tq->rd_out, 1,
+					  memory_order_release);
+		if (atomic_load_explicit(&qp->ctx->nstalled,
+					 memory_order_relaxed))
+			srn_progress_request_retry(); /* a credit stall */
+	}
+	srn_req_complete(qp);
+	if (l->resp_status != IBV_WC_SUCCESS)
+		srn_qp_async_error(qp);
+	return 0;
+}
+
+/* The link went away: are requests of ours still unanswered? They never
+ * will be; the caller fails the QP (at once, or when its retries would
+ * have run out). */
+bool srn_tcp_req_down(struct srn_tcp_link *l)
+{
+	return srn_tcp_is_req_link(l) &&
+	       l->resp_pos != __atomic_load_n(&l->qp->sq.sent,
+					      __ATOMIC_ACQUIRE);
+}
+
+/* ---- connection ---- */
+
+static int srn_tcp_hello(int fd, struct srn_qp *qp, uint32_t dqpn)
+{
+	struct srn_wire_hello hello = { .src_qpn = qp->ibqpx.qp_base.qp_num,
+					.dst_qpn = dqpn };
+	struct srn_wire_hdr h, rep;
+	struct iovec iov[2] = { { &h, sizeof(h) }, { &hello, sizeof(hello) } };
+	size_t got = 0;
+
+	memcpy(hello.src_gid, srn_device_get()->gid.raw, 16);
+	srn_wire_hdr_init(&h, SRN_WOP_HELLO, 0, sizeof(hello));
+	if (srn_tcp_sendv(fd, iov, 2))
+		return -ECONNRESET;
+	while (got < sizeof(rep)) {
+		ssize_t k = recv(fd, (char *)&rep + got, sizeof(rep) - got, 0);
+
+		if (k <= 0)
+			return k == 0 ? -ECONNRESET : -errno;
+		got += k;
+	}
+	if (srn_wire_hdr_check(&rep) != 0 || rep.opcode != SRN_WOP_HELLO_ACK)
+		return -EPROTO;
+	return rep.aux ? -(int)(rep.aux & 0xfff) : 0;
+}
+
+static int srn_tcp_dial(const union ibv_gid *dgid, uint32_t dqpn,
+			struct srn_qp *qp)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_port = htons(srn_tcp_port()) };
+	struct timeval tv = { 5, 0 }, zero = { 0, 0 };
+	unsigned user_timeout_ms = SRN_TCP_USER_TIMEOUT_MS;
+	int fd, err;
+
+	memcpy(&sa.sin_addr.s_addr, dgid->raw + 12, 4);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	/* a peer host that vanishes without a reset: data unacknowledged
+	 * for this long breaks the connection (then ERR, flush) */
+	setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms,
+		   sizeof(user_timeout_ms));
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)))
+		err = -errno;
+	else
+		err = srn_tcp_hello(fd, qp, dqpn);
+	if (err) {
+		close(fd);
+		return err;
+	}
+	/* from now on sends block as long as TCP pushes back */
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &zero, sizeof(zero));
+	return fd;
+}
+
+/* Who connects: the QP with the smaller (GID, QPN); both if it is one QP
+ * looped to itself. */
+static bool srn_tcp_we_dial(struct srn_qp *qp, const struct ibv_qp_attr *a)
+{
+	int c = memcmp(srn_device_get()->gid.raw, a->ah_attr.grh.dgid.raw, 16);
+
+	return c < 0 || (c == 0 && qp->ibqpx.qp_base.qp_num <= a->dest_qp_num);
+}
+
+static int srn_tcp_connect_dial(struct srn_qp *qp, struct srn_tcp_qp *tq,
+				const struct ibv_qp_attr *attr)
+{
+	struct srn_tcp_link *l;
+	char ip[INET_ADDRSTRLEN];
+	int fd = -ECONNRESET, err;
+
+	/* a connection can land in a process that is just closing its
+	 * listener: try a few times */
+	for (int i = 0; i < 3 && (fd == -ECONNRESET || fd == -ECONNREFUSED);
+	     i++)
+		fd = srn_tcp_dial(&attr->ah_attr.grh.dgid, attr->dest_qp_num,
+				  qp);
+	inet_ntop(AF_INET, attr->ah_attr.grh.dgid.raw + 12, ip, sizeof(ip));
+	if (fd < 0) {
+		srn_err("QP 0x%06x: connecting to QP 0x%06x at %s:%u: %s",
+			qp->ibqpx.qp_base.qp_num, attr->dest_qp_num, ip,
+			srn_tcp_port(), strerror(-fd));
+		return fd == -ENOENT ? -EINVAL : fd;
+	}
+	l = srn_tcp_link_new(fd);
+	if (!l) {
+		close(fd);
+		return -ENOMEM;
+	}
+	memcpy(l->hello.src_gid, tq->dgid, 16);
+	l->hello.src_qpn = tq->dqpn;
+	srn_tcp_link_name(l);
+	snprintf(tq->desc, sizeof(tq->desc), "%s", l->desc);
+	l->qp = qp;
+	pthread_mutex_lock(&qp->conn_lock);
+	srn_list_add_tail(&l->pl.link, &qp->links);
+	__atomic_store_n(&tq->link, l, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&qp->conn_lock);
+	err = srn_tcp_link_add(l);
+	if (err) {
+		pthread_mutex_lock(&qp->conn_lock);
+		__atomic_store_n(&tq->link, NULL, __ATOMIC_RELEASE);
+		pthread_mutex_unlock(&qp->conn_lock);
+		srn_tcp_link_free(l);
+	}
+	return err;
+}
+
+/* The peer connects to us: its connection may be here already. */
+static void srn_tcp_connect_wait(struct srn_qp *qp, struct srn_tcp_qp *tq)
+{
+	struct srn_list *pos, *tmp;
+
+	snprintf(tq->desc, sizeof(tq->desc),
+		 "tcp (waiting for qpn 0x%06x to connect)", tq->dqpn);
+	pthread_mutex_lock(&qp->conn_lock);
+	__atomic_store_n(&qp->tstate, tq, __ATOMIC_RELEASE);
+	srn_list_for_each_safe(pos, tmp, &qp->links) {
+		struct srn_tcp_link *l =
+			container_of(pos, struct srn_tcp_link, pl.link);
+
+		if (l->hello.src_qpn == tq->dqpn &&
+		    !memcmp(l->hello.src_gid, tq->dgid, 16) &&
+		    !atomic_load_explicit(&l->gone, memory_order_acquire)) {
+			snprintf(tq->desc, sizeof(tq->desc), "%s", l->desc);
+			__atomic_store_n(&tq->link, l, __ATOMIC_RELEASE);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&qp->conn_lock);
+}
+
+static int srn_tcp_connect(struct srn_qp *qp, const struct ibv_qp_attr *attr)
+{
+	struct srn_tcp_qp *tq = calloc(1, sizeof(*tq));
+	int err = 0;
+
+	if (!tq)
+		return -ENOMEM;
+	memcpy(tq->dgid, attr->ah_attr.grh.dgid.raw, 16);
+	tq->dqpn = attr->dest_qp_num;
+	tq->dialer = srn_tcp_we_dial(qp, attr);
+	qp->tpriv = tq;
+	if (tq->dialer) {
+		pthread_mutex_lock(&qp->conn_lock);
+		__atomic_store_n(&qp->tstate, tq, __ATOMIC_RELEASE);
+		pthread_mutex_unlock(&qp->conn_lock);
+		err = srn_tcp_connect_dial(qp, tq, attr);
+	} else {
+		srn_tcp_connect_wait(qp, tq);
+	}
+	if (err) {
+		srn_progress_lock(); /* no receive side looks at tq now */
+		pthread_mutex_lock(&qp->conn_lock);
+		__atomic_store_n(&qp->tstate, NULL, __ATOMIC_RELEASE);
+		pthread_mutex_unlock(&qp->conn_lock);
+		srn_progress_unlock();
+		qp->tpriv = NULL;
+		free(tq);
+	}
+	return err;
+}
+
+static void srn_tcp_disconnect(struct srn_qp *qp)
+{
+	struct srn_tcp_qp *tq = qp->tpriv;
+	struct srn_tcp_link *l;
+
+	if (!tq)
+		return;
+	srn_progress_lock(); /* no receive side runs on the link now */
+	pthread_mutex_lock(&qp->conn_lock);
+	l = tq->link;
+	__atomic_store_n(&qp->tstate, NULL, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&qp->conn_lock);
+	if (l) {
+		srn_tcp_link_bye(l);
+		srn_tcp_link_free(l);
+	}
+	srn_progress_unlock();
+	free(tq);
+	qp->tpriv = NULL;
+}
+
+static const char *srn_tcp_describe(struct srn_qp *qp)
+{
+	struct srn_tcp_qp *tq = qp->tpriv;
+
+	return tq ? tq->desc : "tcp (not connected)";
+}
+
+/* Any destination: this host (forced, for tests) or another. */
+static bool srn_tcp_reaches(const union ibv_gid *dgid)
+{
+	return true;
+}
+
+static const struct srn_transport_ops srn_tcp_transport_ops = {
+	.name = "tcp",
+	.rank = 1,
+	.async = true,
+	.reaches = srn_tcp_reaches,
+	.connect = srn_tcp_connect,
+	.disconnect = srn_tcp_disconnect,
+	.execute = srn_tcp_execute,
+	.rewind = srn_tcp_rewind,
+	.describe = srn_tcp_describe,
+	.qp_destroy = srn_tcp_qp_destroy,
+	.kick = srn_tcp_kick,
+	.adopt = srn_tcp_adopt,
+	.hooks = &srn_tcp_hooks,
+};
+
+static const struct srn_tcp_up_ops srn_tcp_up_ops = {
+	.resp_on_hdr = srn_tcp_resp_on_hdr,
+	.resp_on_msg = srn_tcp_resp_on_msg,
+	.req_on_hdr = srn_tcp_req_on_hdr,
+	.req_on_msg = srn_tcp_req_on_msg,
+	.req_on_ack = srn_tcp_req_on_ack,
+	.req_down = srn_tcp_req_down,
+};
+
+/* When the library is loaded: the link's upcalls, then the transport. */
+__attribute__((constructor)) static void srn_tcp_init(void)
+{
+	srn_tcp_link_set_up(&srn_tcp_up_ops);
+	srn_transport_register(&srn_tcp_transport_ops);
+}

@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * softrnic — small utilities every layer may use: logging, clocks, memfd
+ * segments (seg.c), eventfd kicks, lists and the futex lock.
+ */
+#ifndef SRN_UTIL_H
+#define SRN_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto/srn_shm_proto.h"
+#include "util/srn_compiler.h"
+#include "util/srn_list.h"
+#include "util/srn_lock.h"
+
+/* ---- log.c ---- */
+enum srn_log_level { SRN_LOG_ERR, SRN_LOG_WARN, SRN_LOG_INFO, SRN_LOG_DBG };
+void srn_log(enum srn_log_level lvl, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+#define srn_err(...) srn_log(SRN_LOG_ERR, __VA_ARGS__)
+#define srn_warn(...) srn_log(SRN_LOG_WARN, __VA_ARGS__)
+#define srn_dbg(...) srn_log(SRN_LOG_DBG, __VA_ARGS__)
+uint64_t srn_now_ns(void);
+
+/* ---- seg.c: memfd segments ---- */
+struct srn_seg {
+	int fd;
+	void *addr;
+	size_t size;
+};
+
+int srn_seg_create(struct srn_seg *seg, enum srn_seg_kind kind, size_t size,
+		   uint32_t id);
+int srn_seg_map(struct srn_seg *seg, int fd, enum srn_seg_kind kind,
+		size_t min_size, int prot);
+void srn_seg_unmap(struct srn_seg *seg);
+int srn_seg_seal_writes(struct srn_seg *seg);
+
+void srn_kick_fd(int fd);
+
+#endif /* SRN_UTIL_H */

@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * softrnic — the verbs layer: the library's ABI surface. The ibv_* entry
+ * points that reach beyond one core object, the context's ops table, the
+ * private stubs and the utilities rdma-core exports. It may call every
+ * layer below (engine, core, util); nothing calls it.
+ *
+ *   verbs_context.c  open/close device, the ops table, fork
+ *   verbs_qp.c       QP create/modify/query/destroy, post_send/post_recv
+ *   verbs_cq.c       CQ create/destroy, poll_cq, req_notify_cq
+ *   verbs_srq.c      SRQ create/destroy, post_srq_recv
+ *   verbs_util.c     rdma-core's exported utilities
+ *   verbs_private.c  the IBVERBS_PRIVATE_34 stubs
+ */
+#ifndef SRN_VERBS_H
+#define SRN_VERBS_H
+
+#include "core/core.h"
+
+/* each file fills in its part of the context's ops */
+void srn_verbs_qp_ops(struct ibv_context_ops *ops);
+void srn_verbs_cq_ops(struct ibv_context_ops *ops);
+void srn_verbs_srq_ops(struct ibv_context_ops *ops);
+struct ibv_qp *srn_create_qp_ex(struct ibv_context *context,
+				struct ibv_qp_init_attr_ex *attr);
+
+#endif /* SRN_VERBS_H */

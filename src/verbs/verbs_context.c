@@ -1,0 +1,202 @@
+// SPDX-License-Identifier: MIT
+/*
+ * softrnic — the context verbs: ibv_open_device / ibv_close_device, the
+ * ops table the inline verbs of <infiniband/verbs.h> dispatch through,
+ * fork handling, and the interfaces this device does not offer.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <unistd.h>
+
+#include "engine/engine.h"
+#include "verbs/verbs.h"
+
+#undef ibv_query_port
+
+static void srn_atfork_child(void)
+{
+	srn_pid = getpid();
+	srn_memreg_atfork_child();
+	srn_progress_atfork_child();
+}
+
+static void srn_lib_init(void)
+{
+	srn_pid = getpid();
+	pthread_atfork(NULL, NULL, srn_atfork_child);
+}
+
+static pthread_once_t srn_lib_once = PTHREAD_ONCE_INIT;
+
+
+static struct ibv_mw *srn_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
+{
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
+static int srn_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw,
+		       struct ibv_mw_bind *mw_bind)
+{
+	return EOPNOTSUPP;
+}
+
+static int srn_dealloc_mw(struct ibv_mw *mw)
+{
+	return EOPNOTSUPP;
+}
+
+static struct ibv_xrcd *srn_open_xrcd(struct ibv_context *context,
+				      struct ibv_xrcd_init_attr *attr)
+{
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
+static int srn_close_xrcd(struct ibv_xrcd *xrcd)
+{
+	return EOPNOTSUPP;
+}
+
+static void srn_ctx_set_ops(struct srn_context *ctx)
+{
+	struct ibv_context_ops *ops = &ctx->vctx.context.ops;
+	struct verbs_context *v = &ctx->vctx;
+
+	ops->_compat_query_device = ibv_query_device;
+	ops->_compat_query_port = ibv_query_port;
+	ops->alloc_mw = srn_alloc_mw;
+	ops->bind_mw = srn_bind_mw;
+	ops->dealloc_mw = srn_dealloc_mw;
+	srn_verbs_cq_ops(ops);
+	srn_verbs_srq_ops(ops);
+	srn_verbs_qp_ops(ops);
+
+	v->query_port = srn_query_port;
+	v->query_device_ex = srn_query_device_ex;
+	v->create_qp_ex = srn_create_qp_ex;
+	v->open_xrcd = srn_open_xrcd;
+	v->close_xrcd = srn_close_xrcd;
+	v->sz = sizeof(*v);
+}
+
+
+SRN_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
+{
+	struct srn_context *ctx;
+	int err;
+
+	pthread_once(&srn_lib_once, srn_lib_init);
+	if (device != &srn_device_get()->ibdev) {
+		errno = ENODEV;
+		return NULL;
+	}
+	err = srn_ctx_create(device, &ctx);
+	if (err) {
+		errno = -err;
+		return NULL;
+	}
+	srn_ctx_set_ops(ctx);
+	err = srn_progress_get();
+	if (err) {
+		srn_ctx_destroy(ctx);
+		errno = -err;
+		return NULL;
+	}
+	srn_progress_ctx_add(ctx);
+	return &ctx->vctx.context;
+}
+
+SRN_EXPORT int ibv_close_device(struct ibv_context *context)
+{
+	struct srn_context *ctx;
+
+	if (!context)
+		return EINVAL;
+	ctx = to_sctx(context);
+	if (!srn_ctx_is_foreign(ctx)) {
+		srn_progress_ctx_del(ctx);
+		srn_progress_put();
+	}
+	srn_ctx_destroy(ctx);
+	return 0;
+}
+
+/* ---- interfaces this device does not offer ---- */
+
+SRN_EXPORT struct ibv_context *ibv_import_device(int cmd_fd)
+{
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
+SRN_EXPORT struct ibv_pd *ibv_import_pd(struct ibv_context *context,
+					uint32_t pd_handle)
+{
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
+SRN_EXPORT void ibv_unimport_pd(struct ibv_pd *pd)
+{
+}
+
+SRN_EXPORT struct ibv_mr *ibv_import_mr(struct ibv_pd *pd,
+					uint32_t mr_handle)
+{
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
+SRN_EXPORT void ibv_unimport_mr(struct ibv_mr *mr)
+{
+}
+
+SRN_EXPORT struct ibv_dm *ibv_import_dm(struct ibv_context *context,
+					uint32_t dm_handle)
+{
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
+SRN_EXPORT void ibv_unimport_dm(struct ibv_dm *dm)
+{
+}
+
+SRN_EXPORT int ibv_query_ece(struct ibv_qp *qp, struct ibv_ece *ece)
+{
+	return EOPNOTSUPP;
+}
+
+SRN_EXPORT int ibv_set_ece(struct ibv_qp *qp, struct ibv_ece *ece)
+{
+	return EOPNOTSUPP;
+}
+
+SRN_EXPORT int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
+				uint16_t lid)
+{
+	return EOPNOTSUPP; /* multicast needs UD QPs */
+}
+
+SRN_EXPORT int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
+				uint16_t lid)
+{
+	return EOPNOTSUPP;
+}
+
+SRN_EXPORT struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd,
+					    uint64_t offset, size_t length,
+					    uint64_t iova, int fd, int access)
+{
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
+SRN_EXPORT int ibv_query_qp_data_in_order(struct ibv_qp *qp,
+					  enum ibv_wr_opcode op,
+					  uint32_t flags)
+{
+	/* The initiator places data in order, byte by byte of each WR. */
+	return flags ? 0 : 1;
+}

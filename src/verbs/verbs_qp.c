@@ -1,0 +1,231 @@
+// SPDX-License-Identifier: MIT
+/*
+ * softrnic — the QP verbs: create, modify, query, destroy, post_send and
+ * post_recv. Each puts together the QP object (core/qp.c), the engine
+ * (state machine, requester, control plane) and, through the registry,
+ * the QP's transport.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/transport.h"
+#include "verbs/verbs.h"
+
+struct ibv_qp *srn_create_qp_ex(struct ibv_context *context,
+				struct ibv_qp_init_attr_ex *a)
+{
+	struct srn_qp *qp;
+	int err = srn_qp_create(to_sctx(context), a, &qp);
+
+	if (!err) {
+		err = srn_ctl_listen(qp); /* binds the QPN */
+		if (err)
+			srn_qp_destroy(qp);
+	}
+	if (err) {
+		errno = -err;
+		return NULL;
+	}
+	srn_qp_add(qp, a);
+	return &qp->ibqpx.qp_base;
+}
+
+SRN_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,
+					struct ibv_qp_init_attr *attr)
+{
+	struct ibv_qp_init_attr_ex a;
+	struct ibv_qp *qp;
+
+	memset(&a, 0, sizeof(a));
+	memcpy(&a, attr, sizeof(*attr));
+	a.comp_mask = IBV_QP_INIT_ATTR_PD;
+	a.pd = pd;
+	qp = srn_create_qp_ex(pd->context, &a);
+	if (qp)
+		attr->cap = a.cap;
+	return qp;
+}
+
+SRN_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
+{
+	/* The ibv_wr_* API is not offered yet (create_qp_ex refuses
+	 * IBV_QP_INIT_ATTR_SEND_OPS_FLAGS), so no QP is extended. */
+	return NULL;
+}
+
+SRN_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
+{
+	struct srn_qp *qp = to_sqp(ibqp);
+
+	srn_ctl_unlisten(qp); /* peers see the hang-up */
+	srn_transport_qp_destroy(qp);
+	/* unlink first: whoever still finds the QP holds ctx->lock or the
+	 * progress lock and takes sq_lock before they are dropped */
+	srn_progress_lock();
+	srn_qp_del(qp);
+	srn_progress_unlock();
+	srn_lock(&qp->sq_lock);
+	srn_req_detach(qp);
+	srn_unlock(&qp->sq_lock);
+	srn_qp_destroy(qp);
+	return 0;
+}
+
+/* INIT->RTR attaches the QP to the transport that reaches its peer. */
+static int srn_qp_attach(struct srn_qp *qp, const struct ibv_qp_attr *attr)
+{
+	int err = 0;
+	const struct srn_transport_ops *t =
+		srn_transport_select(&attr->ah_attr.grh.dgid, &err);
+
+	if (!t)
+		return err;
+	err = t->connect(qp, attr);
+	if (!err)
+		qp->tops = t;
+	return err;
+}
+
+static int srn_qp_transition(struct srn_qp *qp, enum ibv_qp_state cur,
+			     enum ibv_qp_state next,
+			     const struct ibv_qp_attr *attr)
+{
+	if (cur == IBV_QPS_INIT && next == IBV_QPS_RTR) {
+		int err = srn_qp_attach(qp, attr);
+
+		if (err)
+			return err;
+	}
+	if (next == IBV_QPS_RESET) {
+		srn_req_detach(qp);
+		srn_qp_reset_queues(qp);
+	}
+	srn_qp_set_state(qp, next);
+	if (next == IBV_QPS_RTR || next == IBV_QPS_RTS)
+		srn_ctl_kick_peers(qp); /* initiators waiting for us */
+	if (next == IBV_QPS_ERR)
+		srn_req_run(qp); /* flush the send queue */
+	return 0;
+}
+
+/* Both QP locks held. */
+static int srn_qp_modify(struct srn_qp *qp, struct ibv_qp_attr *attr, int mask)
+{
+	enum ibv_qp_state cur, next;
+	struct ibv_qp_attr old;
+	int err;
+
+	cur = (mask & IBV_QP_CUR_STATE) ? attr->cur_qp_state :
+					  srn_qp_state(qp);
+	next = (mask & IBV_QP_STATE) ? attr->qp_state : cur;
+	if ((mask & IBV_QP_CUR_STATE) && cur != srn_qp_state(qp) &&
+	    srn_qp_state(qp) != IBV_QPS_ERR)
+		return -EINVAL;
+	err = srn_qp_check_modify(cur, next, qp->ibqpx.qp_base.qp_type, mask);
+	if (!err)
+		err = srn_qp_check_attr(attr, mask);
+	if (err)
+		return err;
+	old = qp->attr;
+	srn_qp_apply_attr(qp, attr, mask);
+	err = srn_qp_transition(qp, srn_qp_state(qp), next, attr);
+	if (err)
+		qp->attr = old;
+	return err;
+}
+
+SRN_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
+			     int mask)
+{
+	struct srn_qp *qp = to_sqp(ibqp);
+	int err;
+
+	if (!attr || srn_ctx_is_foreign(qp->ctx))
+		return EINVAL;
+	srn_lock(&qp->sq_lock);
+	srn_lock(&qp->rq_lock);
+	err = srn_qp_modify(qp, attr, mask);
+	srn_unlock(&qp->rq_lock);
+	srn_unlock(&qp->sq_lock);
+	return -err;
+}
+
+SRN_EXPORT int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
+			    int mask, struct ibv_qp_init_attr *init)
+{
+	if (!attr || !init)
+		return EINVAL;
+	srn_qp_query(to_sqp(ibqp), attr, init);
+	return 0;
+}
+
+static int srn_qp_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+		     struct ibv_send_wr **bad_wr)
+{
+	struct srn_qp *qp = to_sqp(ibqp);
+	enum ibv_qp_state st;
+	int err = 0;
+
+	if (srn_unlikely(srn_ctx_is_foreign(qp->ctx))) {
+		*bad_wr = wr;
+		return EINVAL;
+	}
+	srn_lock(&qp->sq_lock);
+	st = srn_qp_state(qp);
+	if (srn_unlikely(st != IBV_QPS_RTS && st != IBV_QPS_ERR &&
+			 st != IBV_QPS_SQD)) {
+		*bad_wr = wr;
+		srn_unlock(&qp->sq_lock);
+		return EINVAL;
+	}
+	for (; wr; wr = wr->next) {
+		err = srn_sq_push(qp, wr);
+		if (srn_unlikely(err)) {
+			*bad_wr = wr;
+			break;
+		}
+	}
+	srn_req_run(qp); /* the doorbell */
+	srn_unlock(&qp->sq_lock);
+	return err;
+}
+
+static int srn_qp_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
+		     struct ibv_recv_wr **bad_wr)
+{
+	struct srn_qp *qp = to_sqp(ibqp);
+	enum ibv_qp_state st;
+	int err = 0;
+
+	if (srn_unlikely(qp->srq || srn_ctx_is_foreign(qp->ctx))) {
+		*bad_wr = wr;
+		return EINVAL;
+	}
+	srn_lock(&qp->rq_lock);
+	st = srn_qp_state(qp);
+	if (srn_unlikely(st == IBV_QPS_RESET)) {
+		*bad_wr = wr;
+		srn_unlock(&qp->rq_lock);
+		return EINVAL;
+	}
+	for (; wr; wr = wr->next) {
+		err = -srn_rq_post(&qp->rqv, wr);
+		if (srn_unlikely(err)) {
+			*bad_wr = wr;
+			break;
+		}
+	}
+	if (srn_unlikely(st == IBV_QPS_ERR))
+		srn_qp_flush_recv(qp);
+	srn_unlock(&qp->rq_lock);
+	if (srn_qp_take_peer_waiting(qp))
+		srn_ctl_kick_peers(qp);
+	return err;
+}
+
+void srn_verbs_qp_ops(struct ibv_context_ops *ops)
+{
+	ops->post_send = srn_qp_post_send;
+	ops->post_recv = srn_qp_post_recv;
+}

@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: MIT
+/*
+ * softrnic — the SRQ verbs that reach beyond the SRQ object (core/srq.c):
+ * create and destroy (serialised with the progress engine) and posting,
+ * which wakes the initiators that stalled for want of a receive WQE.
+ */
+#include <errno.h>
+
+#include "engine/engine.h"
+#include "verbs/verbs.h"
+
+SRN_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *ibpd,
+					  struct ibv_srq_init_attr *attr)
+{
+	struct srn_srq *srq;
+	int err = srn_srq_create(ibpd, attr, &srq);
+
+	if (err) {
+		errno = -err;
+		return NULL;
+	}
+	return &srq->ibsrq;
+}
+
+SRN_EXPORT int ibv_destroy_srq(struct ibv_srq *ibsrq)
+{
+	struct srn_srq *srq = to_ssrq(ibsrq);
+	int err;
+
+	srn_progress_lock(); /* no progress handler looks at it after this */
+	err = srn_srq_del(srq);
+	srn_progress_unlock();
+	if (err)
+		return -err;
+	srn_srq_destroy(srq);
+	return 0;
+}
+
+/* Kicks the initiators of every QP attached to srq that wait for WQEs. */
+static void srn_srq_wake_waiters(struct srn_srq *srq)
+{
+	struct srn_context *ctx = srq->ctx;
+	struct srn_list *pos, *tmp;
+
+	pthread_mutex_lock(&ctx->lock);
+	srn_list_for_each_safe(pos, tmp, &ctx->qps) {
+		struct srn_qp *qp = srn_list_entry(pos, struct srn_qp, ctx_link);
+
+		if (qp->srq == srq)
+			srn_ctl_kick_peers(qp);
+	}
+	pthread_mutex_unlock(&ctx->lock);
+}
+
+static int srn_srq_post_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
+			     struct ibv_recv_wr **bad_wr)
+{
+	struct srn_srq *srq = to_ssrq(ibsrq);
+	int err;
+
+	if (srn_ctx_is_foreign(srq->ctx)) {
+		*bad_wr = wr;
+		return EINVAL;
+	}
+	err = srn_srq_post(srq, wr, bad_wr);
+	if (srn_srq_take_peer_waiting(srq))
+		srn_srq_wake_waiters(srq);
+	return err;
+}
+
+void srn_verbs_srq_ops(struct ibv_context_ops *ops)
+{
+	ops->post_srq_recv = srn_srq_post_recv;
+}
