@@ -83,8 +83,8 @@ SRN_EXPORT int ibv_init_ah_from_wc(struct ibv_context *context,
 	ah_attr->grh.dgid = grh->sgid;
 	ah_attr->grh.sgid_index = 0;
 	ah_attr->grh.hop_limit = 0xff;
-	ah_attr->grh.traffic_class =
-		(be32toh(grh->version_tclass_flow) >> 20) & 0xff;
+	ah_attr->grh.traffic_class = (be32toh(grh->version_tclass_flow) >> 20) &
+				     0xff;
 	ah_attr->grh.flow_label = be32toh(grh->version_tclass_flow) & 0xfffff;
 	return 0;
 }

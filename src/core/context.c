@@ -138,4 +138,3 @@ SRN_EXPORT void ibv_ack_async_event(struct ibv_async_event *event)
 {
 	/* Events are copied out, nothing to release. */
 }
-

@@ -463,7 +463,7 @@ bool srn_qp_take_peer_waiting(struct srn_qp *qp);
 struct iovec;
 int srn_local_iov(struct srn_qp *qp, const struct srn_swqe *w, unsigned need,
 		  struct iovec *iov, unsigned *n_p);
-void srn_iov_copy(const struct iovec *dst, unsigned nd,
-		  const struct iovec *src, unsigned ns);
+void srn_iov_copy(const struct iovec *dst, unsigned nd, const struct iovec *src,
+		  unsigned ns);
 
 #endif /* SRN_CORE_H */

@@ -173,7 +173,8 @@ void srn_cq_peer_died(struct srn_cq *cq)
  */
 bool srn_cq_repair(struct srn_cq *cq)
 {
-	uint64_t after = __atomic_load_n(&cq->repair_after_ns, __ATOMIC_RELAXED);
+	uint64_t after =
+		__atomic_load_n(&cq->repair_after_ns, __ATOMIC_RELAXED);
 	bool skipped = false;
 
 	if (srn_likely(!after) || srn_now_ns() < after)
@@ -183,7 +184,8 @@ bool srn_cq_repair(struct srn_cq *cq)
 	    __atomic_load_n(&cq->ring[cq->cons & cq->mask].owner_seq,
 			    __ATOMIC_ACQUIRE) != (uint32_t)(cq->cons + 1)) {
 		srn_warn("CQ %u: skipping a completion slot abandoned by a "
-			 "dead peer", cq->handle);
+			 "dead peer",
+			 cq->handle);
 		cq->cons++;
 		__atomic_store_n(&cq->shm->cons, cq->cons, __ATOMIC_RELEASE);
 		skipped = true;
@@ -311,6 +313,7 @@ void srn_cq_arm(struct srn_cq *cq, bool solicited_only)
 {
 	/* release: pairs with the acquire in srn_cq_notify */
 	__atomic_store_n(&cq->shm->arm,
-			 solicited_only ? SRN_CQ_ARM_SOLICITED : SRN_CQ_ARM_NEXT,
+			 solicited_only ? SRN_CQ_ARM_SOLICITED :
+					  SRN_CQ_ARM_NEXT,
 			 __ATOMIC_RELEASE);
 }

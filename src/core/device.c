@@ -87,8 +87,8 @@ struct srn_device *srn_device_get(void)
 /* A GID names this host when it is our GID or any local IPv4 address. */
 bool srn_gid_is_local(const union ibv_gid *gid)
 {
-	static const uint8_t v4pfx[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-					   0xff, 0xff };
+	static const uint8_t v4pfx[12] = { 0, 0, 0, 0, 0,    0,
+					   0, 0, 0, 0, 0xff, 0xff };
 	struct ifaddrs *ifa, *it;
 	uint32_t ip;
 	bool local = false;
@@ -261,8 +261,8 @@ SRN_EXPORT int ibv_query_gid(struct ibv_context *context, uint8_t port_num,
 	return 0;
 }
 
-SRN_EXPORT int _ibv_query_gid_ex(struct ibv_context *context,
-				 uint32_t port_num, uint32_t gid_index,
+SRN_EXPORT int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num,
+				 uint32_t gid_index,
 				 struct ibv_gid_entry *entry, uint32_t flags,
 				 size_t entry_size)
 {
@@ -298,13 +298,16 @@ SRN_EXPORT ssize_t _ibv_query_gid_table(struct ibv_context *context,
 
 /* Private rdma-core ABI (ibv_devinfo uses it). The type uses the sysfs
  * numbering: 0 = IB/RoCE v1, 1 = RoCE v2. */
-enum srn_gid_type_sysfs { SRN_GID_SYSFS_IB_ROCE_V1 = 0, SRN_GID_SYSFS_ROCE_V2 };
+enum srn_gid_type_sysfs {
+	SRN_GID_SYSFS_IB_ROCE_V1 = 0,
+	SRN_GID_SYSFS_ROCE_V2
+};
 
-SRN_EXPORT int ibv_query_gid_type(struct ibv_context *context,
-				  uint8_t port_num, unsigned int index,
+SRN_EXPORT int ibv_query_gid_type(struct ibv_context *context, uint8_t port_num,
+				  unsigned int index,
 				  enum srn_gid_type_sysfs *type);
-SRN_EXPORT int ibv_query_gid_type(struct ibv_context *context,
-				  uint8_t port_num, unsigned int index,
+SRN_EXPORT int ibv_query_gid_type(struct ibv_context *context, uint8_t port_num,
+				  unsigned int index,
 				  enum srn_gid_type_sysfs *type)
 {
 	if (!context || port_num != 1 || index >= SRN_GID_TBL_LEN) {

@@ -71,8 +71,8 @@ static struct srn_cq *srn_channel_take(struct srn_comp_channel *ch)
 		struct srn_cq *cq =
 			srn_list_entry(pos, struct srn_cq, chan_link);
 		/* acquire: pairs with the release in srn_cq_notify */
-		uint64_t ev = __atomic_load_n(&cq->shm->events,
-					      __ATOMIC_ACQUIRE);
+		uint64_t ev =
+			__atomic_load_n(&cq->shm->events, __ATOMIC_ACQUIRE);
 
 		if (ev != cq->events_seen) {
 			cq->events_seen++;

@@ -197,8 +197,9 @@ static int srn_chunk_foreign(struct srn_chunk *c, const struct srn_vma *v)
 	struct stat st;
 	int fd;
 
-	snprintf(path, sizeof(path), "/proc/self/map_files/%" PRIxPTR "-%"
-		 PRIxPTR, v->start, v->end);
+	snprintf(path, sizeof(path),
+		 "/proc/self/map_files/%" PRIxPTR "-%" PRIxPTR, v->start,
+		 v->end);
 	fd = open(path, O_RDWR | O_CLOEXEC);
 	if (fd < 0 && v->path[0] == '/')
 		fd = open(v->path, O_RDWR | O_CLOEXEC);
@@ -280,7 +281,8 @@ static int srn_chunk_create(uintptr_t cursor, uintptr_t limit,
 
 	if (!v)
 		return -EFAULT;
-	if (v->stack || srn_on_own_stack(cursor, v->end < limit ? v->end : limit))
+	if (v->stack ||
+	    srn_on_own_stack(cursor, v->end < limit ? v->end : limit))
 		return -EOPNOTSUPP;
 	c = calloc(1, sizeof(*c));
 	if (!c)
@@ -304,8 +306,7 @@ static int srn_chunk_create(uintptr_t cursor, uintptr_t limit,
 
 /* A listed chunk is still what backs its addresses (the application may
  * have unmapped and reused them). */
-static bool srn_chunk_valid(const struct srn_chunk *c,
-			    const struct srn_vma *v)
+static bool srn_chunk_valid(const struct srn_chunk *c, const struct srn_vma *v)
 {
 	return v && v->shared && v->ino == c->ino &&
 	       v->off == c->file_off0 + (v->start - c->start);
@@ -331,8 +332,8 @@ static int srn_memreg_piece(struct srn_memreg *reg, uintptr_t *cursor,
 		c->refs++;
 	} else {
 		err = srn_chunk_create(*cursor,
-				       srn_chunk_next_start(*cursor, end),
-				       vmas, n, &c);
+				       srn_chunk_next_start(*cursor, end), vmas,
+				       n, &c);
 		if (err)
 			return err;
 	}
@@ -397,8 +398,7 @@ int srn_memreg_check(uintptr_t addr, size_t len, bool need_write)
 
 	if (!vmas)
 		return -ENOMEM;
-	err = srn_vmas_get(start, SRN_ALIGN_UP(addr + len, SRN_PAGE), vmas,
-			   &n);
+	err = srn_vmas_get(start, SRN_ALIGN_UP(addr + len, SRN_PAGE), vmas, &n);
 	for (unsigned i = 0; !err && i < n; i++)
 		if (need_write && !(vmas[i].prot & PROT_WRITE))
 			err = -EFAULT;

@@ -30,15 +30,15 @@ const char *const srn_key_err_names[] = {
 	[SRN_KEY_BAD_BOUNDS] = "out of bounds",
 };
 
-#define SRN_ACCESS_SUPPORTED                                                   \
-	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |                    \
-	 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |                   \
+#define SRN_ACCESS_SUPPORTED                                 \
+	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |  \
+	 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC | \
 	 IBV_ACCESS_MW_BIND | IBV_ACCESS_HUGETLB | IBV_ACCESS_OPTIONAL_RANGE)
-#define SRN_ACCESS_SHARED                                                      \
-	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |                    \
+#define SRN_ACCESS_SHARED                                   \
+	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
 	 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
-#define SRN_ACCESS_NEEDS_WRITE                                                 \
-	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |                    \
+#define SRN_ACCESS_NEEDS_WRITE                              \
+	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
 	 IBV_ACCESS_REMOTE_ATOMIC)
 
 int srn_tpt_init(struct srn_context *ctx)
@@ -111,7 +111,8 @@ static uint32_t srn_key_tag(void)
 		s ^= s << 13;
 		s ^= s >> 7;
 		s ^= s << 17;
-		tag = (uint32_t)(s >> 20) & ((1u << (32 - SRN_KEY_INDEX_BITS)) - 1);
+		tag = (uint32_t)(s >> 20) &
+		      ((1u << (32 - SRN_KEY_INDEX_BITS)) - 1);
 	} while (!tag);
 	return tag;
 }
@@ -145,9 +146,9 @@ static void srn_mr_publish(struct srn_context *ctx, struct srn_mr *mr)
 	/* release: pairs with the acquire in srn_tpt_lookup */
 	__atomic_store_n(&e->key, key, __ATOMIC_RELEASE);
 	mr->ibmr.lkey = key;
-	mr->ibmr.rkey = (mr->access & (IBV_ACCESS_REMOTE_WRITE |
-				       IBV_ACCESS_REMOTE_READ |
-				       IBV_ACCESS_REMOTE_ATOMIC)) ?
+	mr->ibmr.rkey = (mr->access &
+			 (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+			  IBV_ACCESS_REMOTE_ATOMIC)) ?
 				key :
 				0;
 }
@@ -197,8 +198,8 @@ static int srn_mr_attach_memory(struct srn_mr *mr)
 	return err;
 }
 
-static struct ibv_mr *srn_reg_mr(struct ibv_pd *ibpd, void *addr,
-				 size_t length, uint64_t iova, unsigned access)
+static struct ibv_mr *srn_reg_mr(struct ibv_pd *ibpd, void *addr, size_t length,
+				 uint64_t iova, unsigned access)
 {
 	struct srn_context *ctx = to_sctx(ibpd->context);
 	struct srn_mr *mr;

@@ -52,8 +52,8 @@ static int srn_qp_seg_init(struct srn_qp *qp)
 {
 	size_t off = sizeof(struct srn_qp_shm);
 	uint32_t size = srn_pow2(qp->cap.max_recv_wr ? qp->cap.max_recv_wr : 1);
-	size_t bytes = off + (qp->srq ? 0 :
-				srn_rq_bytes(size, qp->cap.max_recv_sge));
+	size_t bytes =
+		off + (qp->srq ? 0 : srn_rq_bytes(size, qp->cap.max_recv_sge));
 	int err = srn_seg_create(&qp->seg, SRN_SEG_QP, bytes, 0);
 
 	if (err)
@@ -146,7 +146,8 @@ static void srn_qp_get_refs(struct srn_qp *qp, int delta)
 {
 	/* release on put: pairs with the acquire in the owners' destroy */
 	if (delta > 0) {
-		atomic_fetch_add_explicit(&qp->pd->refs, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&qp->pd->refs, 1,
+					  memory_order_relaxed);
 		atomic_fetch_add_explicit(&qp->send_cq->refs, 1,
 					  memory_order_relaxed);
 		atomic_fetch_add_explicit(&qp->recv_cq->refs, 1,
@@ -269,14 +270,13 @@ int srn_qp_check_attr(const struct ibv_qp_attr *a, int mask)
 	return 0;
 }
 
-void srn_qp_apply_attr(struct srn_qp *qp, const struct ibv_qp_attr *a,
-		       int mask)
+void srn_qp_apply_attr(struct srn_qp *qp, const struct ibv_qp_attr *a, int mask)
 {
 	struct ibv_qp_attr *q = &qp->attr;
 
-#define SRN_COPY(bit, field)          \
-	do {                          \
-		if (mask & (bit))     \
+#define SRN_COPY(bit, field)                 \
+	do {                                 \
+		if (mask & (bit))            \
 			q->field = a->field; \
 	} while (0)
 	SRN_COPY(IBV_QP_ACCESS_FLAGS, qp_access_flags);
@@ -298,8 +298,8 @@ void srn_qp_apply_attr(struct srn_qp *qp, const struct ibv_qp_attr *a,
 	SRN_COPY(IBV_QP_EN_SQD_ASYNC_NOTIFY, en_sqd_async_notify);
 #undef SRN_COPY
 	if (mask & IBV_QP_ACCESS_FLAGS) /* release: peers check it */
-		__atomic_store_n(&qp->shm->qp_access_flags,
-				 a->qp_access_flags, __ATOMIC_RELEASE);
+		__atomic_store_n(&qp->shm->qp_access_flags, a->qp_access_flags,
+				 __ATOMIC_RELEASE);
 	if (mask & IBV_QP_DEST_QPN)
 		__atomic_store_n(&qp->shm->dest_qpn, a->dest_qp_num,
 				 __ATOMIC_RELEASE);
@@ -310,8 +310,8 @@ void srn_qp_reset_queues(struct srn_qp *qp)
 {
 	qp->sq.prod = qp->sq.sent = qp->sq.cons = 0;
 	if (!qp->srq) {
-		uint64_t p = __atomic_load_n(&qp->shm->rq.prod,
-					     __ATOMIC_RELAXED);
+		uint64_t p =
+			__atomic_load_n(&qp->shm->rq.prod, __ATOMIC_RELAXED);
 		/* nobody is connected any more: drop what was posted */
 		__atomic_store_n(&qp->shm->rq.cons, p, __ATOMIC_RELEASE);
 	}
@@ -378,8 +378,8 @@ int srn_sq_push(struct srn_qp *qp, const struct ibv_send_wr *wr)
 
 	if (err)
 		return err;
-	w = (struct srn_swqe *)(sq->buf + (sq->prod & (sq->size - 1)) *
-						  sq->stride);
+	w = (struct srn_swqe *)(sq->buf +
+				(sq->prod & (sq->size - 1)) * sq->stride);
 	w->wr_id = wr->wr_id;
 	w->opcode = wr->opcode;
 	w->send_flags = wr->send_flags;

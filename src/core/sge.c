@@ -10,8 +10,8 @@
 #include "core/core.h"
 
 /* Resolves the WQE's local SGEs (or its inline data) to iovecs. */
-int srn_local_iov(struct srn_qp *qp, const struct srn_swqe *w,
-			 unsigned need, struct iovec *iov, unsigned *n_p)
+int srn_local_iov(struct srn_qp *qp, const struct srn_swqe *w, unsigned need,
+		  struct iovec *iov, unsigned *n_p)
 {
 	const struct srn_tpt_shm *tpt = srn_ctx_tpt(qp->ctx);
 	struct srn_key_ref ref;
@@ -31,8 +31,8 @@ int srn_local_iov(struct srn_qp *qp, const struct srn_swqe *w,
 		if (srn_key_check(tpt, s->lkey, qp->pd->handle, need, s->addr,
 				  s->length, &ref) != SRN_KEY_OK)
 			return -EACCES;
-		iov[n].iov_base = (void *)(uintptr_t)(ref.va +
-						      (s->addr - ref.iova));
+		iov[n].iov_base =
+			(void *)(uintptr_t)(ref.va + (s->addr - ref.iova));
 		iov[n++].iov_len = s->length;
 	}
 	*n_p = n;
@@ -40,8 +40,8 @@ int srn_local_iov(struct srn_qp *qp, const struct srn_swqe *w,
 }
 
 /* Copies min(total(src), total(dst)) bytes from one iovec list to another. */
-void srn_iov_copy(const struct iovec *dst, unsigned nd,
-			 const struct iovec *src, unsigned ns)
+void srn_iov_copy(const struct iovec *dst, unsigned nd, const struct iovec *src,
+		  unsigned ns)
 {
 	size_t doff = 0, soff = 0;
 	unsigned di = 0, si = 0;
@@ -64,4 +64,3 @@ void srn_iov_copy(const struct iovec *dst, unsigned nd,
 		}
 	}
 }
-

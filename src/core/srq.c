@@ -117,8 +117,8 @@ void srn_srq_destroy(struct srn_srq *srq)
 	free(srq);
 }
 
-SRN_EXPORT int ibv_modify_srq(struct ibv_srq *ibsrq,
-			      struct ibv_srq_attr *attr, int mask)
+SRN_EXPORT int ibv_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr,
+			      int mask)
 {
 	struct srn_srq *srq = to_ssrq(ibsrq);
 
@@ -142,8 +142,8 @@ SRN_EXPORT int ibv_query_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr)
 
 	attr->max_wr = srq->max_wr;
 	attr->max_sge = srq->max_sge;
-	attr->srq_limit = __atomic_load_n(&srq->shm->rq.limit,
-					  __ATOMIC_ACQUIRE);
+	attr->srq_limit =
+		__atomic_load_n(&srq->shm->rq.limit, __ATOMIC_ACQUIRE);
 	return 0;
 }
 

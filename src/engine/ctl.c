@@ -59,8 +59,7 @@ int srn_ctl_conn_fd(const struct srn_ctl_conn *c)
 
 /* A peer QP attached to this conn: kick_fd (ours now) wakes its progress
  * thread, and a hang-up without BYE means it died. Once per conn. */
-int srn_ctl_conn_attach(struct srn_ctl_conn *c, uint32_t src_qpn,
-			int kick_fd)
+int srn_ctl_conn_attach(struct srn_ctl_conn *c, uint32_t src_qpn, int kick_fd)
 {
 	if (c->connected)
 		return -EISCONN;
@@ -111,12 +110,12 @@ int srn_ctl_sendmsg(int fd, const void *msg, size_t len, const int *fds,
 
 /* Receives one message and the fds that came with it (*nfds in: room,
  * out: count). Truncated messages or fd lists are an error. */
-ssize_t srn_ctl_recvmsg(int fd, void *msg, size_t len, int *fds,
-			unsigned *nfds)
+ssize_t srn_ctl_recvmsg(int fd, void *msg, size_t len, int *fds, unsigned *nfds)
 {
 	char cbuf[CMSG_SPACE(sizeof(int) * SRN_CTL_MAX_FDS)];
 	struct iovec iov = { msg, len };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+	struct msghdr mh = { .msg_iov = &iov,
+			     .msg_iovlen = 1,
 			     .msg_control = cbuf,
 			     .msg_controllen = sizeof(cbuf) };
 	unsigned room = *nfds, got = 0;
@@ -186,8 +185,8 @@ static void srn_ctl_on_stat(struct srn_ctl_conn *c)
 		.qpn = qp->ibqpx.qp_base.qp_num,
 		.pid = (uint32_t)srn_pid,
 		.state = srn_qp_state(qp),
-		.dest_qpn = __atomic_load_n(&qp->shm->dest_qpn,
-					    __ATOMIC_ACQUIRE),
+		.dest_qpn =
+			__atomic_load_n(&qp->shm->dest_qpn, __ATOMIC_ACQUIRE),
 	};
 	/* tops and tpriv change under sq_lock; the progress lock we hold
 	 * keeps a connection from being freed meanwhile */
@@ -224,8 +223,8 @@ static void srn_ctl_on_hangup(struct srn_ctl_conn *c)
 	srn_ctl_conn_close(c);
 }
 
-static void srn_ctl_dispatch(struct srn_ctl_conn *c, const void *buf,
-			     size_t n, int *fds, unsigned *nfds_p)
+static void srn_ctl_dispatch(struct srn_ctl_conn *c, const void *buf, size_t n,
+			     int *fds, unsigned *nfds_p)
 {
 	const struct srn_ctl_hdr *h = buf;
 

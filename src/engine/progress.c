@@ -328,7 +328,8 @@ static void srn_progress_scan(struct srn_context *ctx)
 
 	pthread_mutex_lock(&ctx->lock);
 	srn_list_for_each_safe(pos, tmp, &ctx->qps) {
-		struct srn_qp *qp = srn_list_entry(pos, struct srn_qp, ctx_link);
+		struct srn_qp *qp =
+			srn_list_entry(pos, struct srn_qp, ctx_link);
 
 		/* acq_rel: pairs with the release in srn_resp_error */
 		if (__atomic_load_n(&qp->shm->err_req, __ATOMIC_RELAXED) &&
@@ -337,11 +338,11 @@ static void srn_progress_scan(struct srn_context *ctx)
 					      memory_order_release);
 	}
 	srn_list_for_each_safe(pos, tmp, &ctx->srqs)
-		srn_srq_check_limit(srn_list_entry(pos, struct srn_srq,
-						   ctx_link));
+		srn_srq_check_limit(
+			srn_list_entry(pos, struct srn_srq, ctx_link));
 	srn_list_for_each_safe(pos, tmp, &ctx->cqs)
-		srn_cq_check_overflow(srn_list_entry(pos, struct srn_cq,
-						     ctx_link));
+		srn_cq_check_overflow(
+			srn_list_entry(pos, struct srn_cq, ctx_link));
 	pthread_mutex_unlock(&ctx->lock);
 }
 
@@ -543,8 +544,8 @@ static int srn_progress_start(void)
 	srn_prog.epfd = epoll_create1(EPOLL_CLOEXEC);
 	srn_prog.data_epfd = epoll_create1(EPOLL_CLOEXEC);
 	srn_prog.kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	srn_prog.timer_fd = timerfd_create(CLOCK_MONOTONIC,
-					   TFD_CLOEXEC | TFD_NONBLOCK);
+	srn_prog.timer_fd =
+		timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	if (srn_prog.epfd < 0 || srn_prog.data_epfd < 0 ||
 	    srn_prog.kick_fd < 0 || srn_prog.timer_fd < 0)
 		return -errno;

@@ -89,7 +89,7 @@ int srn_qp_check_modify(enum ibv_qp_state cur, enum ibv_qp_state next,
 	if (next == IBV_QPS_RESET || next == IBV_QPS_ERR) {
 		/* always allowed, with nothing but the state */
 		return (mask & ~(IBV_QP_STATE | IBV_QP_CUR_STATE)) ? -EINVAL :
-								      0;
+								     0;
 	}
 	t = &srn_rc_trans[cur][next];
 	if (!t->valid)

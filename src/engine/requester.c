@@ -27,8 +27,8 @@ const char *const srn_stall_names[] = {
 
 /* IBTA RNR NAK timer encoding, in units of 10 us (0 means 655.36 ms). */
 static const uint32_t srn_rnr_10us[32] = {
-	65536, 1,   2,	 3,    4,    6,	   8,	 12,   16,   24,   32,
-	48,    64,  96,	 128,  192,  256,  384,	 512,  768,  1024, 1536,
+	65536, 1,    2,	   3,	 4,    6,     8,     12,    16,	   24,	  32,
+	48,    64,   96,   128,	 192,  256,   384,   512,   768,   1024,  1536,
 	2048,  3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152,
 };
 
@@ -284,7 +284,8 @@ unsigned srn_req_retry_stalled(struct srn_context *ctx)
 
 	pthread_mutex_lock(&ctx->lock);
 	srn_list_for_each_safe(pos, tmp, &ctx->qps) {
-		struct srn_qp *qp = srn_list_entry(pos, struct srn_qp, ctx_link);
+		struct srn_qp *qp =
+			srn_list_entry(pos, struct srn_qp, ctx_link);
 
 		if (n == SRN_ARRAY_SIZE(batch)) {
 			busy++;

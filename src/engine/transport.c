@@ -74,7 +74,8 @@ const struct srn_transport_ops *srn_transport_select(const union ibv_gid *dgid,
 	}
 	if (!t->reaches(dgid)) {
 		srn_err("SOFTRNIC_TRANSPORT=%s: the destination is out of its "
-			"reach", force);
+			"reach",
+			force);
 		*err = -EHOSTUNREACH;
 		return NULL;
 	}

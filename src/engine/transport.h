@@ -72,11 +72,11 @@ int srn_transport_adopt(struct srn_qp *qp, int fd, const void *hello,
 			size_t len);
 
 /* In a transport's file: register ops when the library is loaded. */
-#define SRN_TRANSPORT_REGISTER(ops)                                      \
+#define SRN_TRANSPORT_REGISTER(ops)                                        \
 	__attribute__((constructor)) static void srn_transport_init_##ops( \
-		void)                                                    \
-	{                                                                \
-		srn_transport_register(&(ops));                          \
+		void)                                                      \
+	{                                                                  \
+		srn_transport_register(&(ops));                            \
 	}
 
 #endif /* SRN_TRANSPORT_H */

@@ -40,7 +40,6 @@ enum srn_ctl_type {
 	SRN_CTL_STAT_REP = 8,
 };
 
-
 struct srn_ctl_hdr {
 	uint32_t magic;
 	uint16_t version;

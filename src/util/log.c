@@ -26,8 +26,7 @@ static void srn_log_init(void)
 
 void srn_log(enum srn_log_level lvl, const char *fmt, ...)
 {
-	static const char *const names[] = { "error", "warn", "info",
-					     "debug" };
+	static const char *const names[] = { "error", "warn", "info", "debug" };
 	va_list ap;
 
 	pthread_once(&srn_log_once, srn_log_init);

@@ -103,8 +103,9 @@ void srn_seg_unmap(struct srn_seg *seg)
  * read-only view whatever they ask for. */
 int srn_seg_seal_writes(struct srn_seg *seg)
 {
-	if (fcntl(seg->fd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE | F_SEAL_SHRINK |
-						F_SEAL_GROW | F_SEAL_SEAL))
+	if (fcntl(seg->fd, F_ADD_SEALS,
+		  F_SEAL_FUTURE_WRITE | F_SEAL_SHRINK | F_SEAL_GROW |
+			  F_SEAL_SEAL))
 		return -errno;
 	return 0;
 }

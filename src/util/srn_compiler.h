@@ -16,11 +16,14 @@
 #define SRN_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define SRN_CACHELINE 64
 
+/* clang-format 14 would write "(ptr)-offsetof" and "(a)-1" here */
+/* clang-format off */
 #ifndef container_of
 #define container_of(ptr, type, member) \
 	((type *)((char *)(ptr) - offsetof(type, member)))
 #endif
 
 #define SRN_ALIGN_UP(x, a) (((x) + ((a) - 1)) & ~((__typeof__(x))(a) - 1))
+/* clang-format on */
 
 #endif /* SRN_COMPILER_H */

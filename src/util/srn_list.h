@@ -10,7 +10,10 @@ struct srn_list {
 	struct srn_list *next, *prev;
 };
 
-#define SRN_LIST_INIT(name) { &(name), &(name) }
+#define SRN_LIST_INIT(name)      \
+	{                        \
+		&(name), &(name) \
+	}
 
 static inline void srn_list_init(struct srn_list *l)
 {
@@ -51,7 +54,7 @@ static inline void srn_list_del(struct srn_list *n)
 #define srn_list_for_each(pos, head) \
 	for (pos = (head)->next; pos != (head); pos = pos->next)
 
-#define srn_list_for_each_safe(pos, tmp, head) \
+#define srn_list_for_each_safe(pos, tmp, head)                   \
 	for (pos = (head)->next, tmp = pos->next; pos != (head); \
 	     pos = tmp, tmp = pos->next)
 

@@ -17,7 +17,10 @@ struct srn_lock {
 	uint32_t v;
 };
 
-#define SRN_LOCK_INIT { 0 }
+#define SRN_LOCK_INIT \
+	{             \
+		0     \
+	}
 
 void srn_lock_slow(struct srn_lock *l);
 void srn_unlock_wake(struct srn_lock *l);

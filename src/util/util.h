@@ -16,7 +16,12 @@
 #include "util/srn_lock.h"
 
 /* ---- log.c ---- */
-enum srn_log_level { SRN_LOG_ERR, SRN_LOG_WARN, SRN_LOG_INFO, SRN_LOG_DBG };
+enum srn_log_level {
+	SRN_LOG_ERR,
+	SRN_LOG_WARN,
+	SRN_LOG_INFO,
+	SRN_LOG_DBG
+};
 void srn_log(enum srn_log_level lvl, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 #define srn_err(...) srn_log(SRN_LOG_ERR, __VA_ARGS__)

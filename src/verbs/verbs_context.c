@@ -28,7 +28,6 @@ static void srn_lib_init(void)
 
 static pthread_once_t srn_lib_once = PTHREAD_ONCE_INIT;
 
-
 static struct ibv_mw *srn_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
 {
 	errno = EOPNOTSUPP;
@@ -79,7 +78,6 @@ static void srn_ctx_set_ops(struct srn_context *ctx)
 	v->close_xrcd = srn_close_xrcd;
 	v->sz = sizeof(*v);
 }
-
 
 SRN_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 {
@@ -141,8 +139,7 @@ SRN_EXPORT void ibv_unimport_pd(struct ibv_pd *pd)
 {
 }
 
-SRN_EXPORT struct ibv_mr *ibv_import_mr(struct ibv_pd *pd,
-					uint32_t mr_handle)
+SRN_EXPORT struct ibv_mr *ibv_import_mr(struct ibv_pd *pd, uint32_t mr_handle)
 {
 	errno = EOPNOTSUPP;
 	return NULL;
@@ -185,17 +182,16 @@ SRN_EXPORT int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
 	return EOPNOTSUPP;
 }
 
-SRN_EXPORT struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd,
-					    uint64_t offset, size_t length,
-					    uint64_t iova, int fd, int access)
+SRN_EXPORT struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,
+					    size_t length, uint64_t iova,
+					    int fd, int access)
 {
 	errno = EOPNOTSUPP;
 	return NULL;
 }
 
 SRN_EXPORT int ibv_query_qp_data_in_order(struct ibv_qp *qp,
-					  enum ibv_wr_opcode op,
-					  uint32_t flags)
+					  enum ibv_wr_opcode op, uint32_t flags)
 {
 	/* The initiator places data in order, byte by byte of each WR. */
 	return flags ? 0 : 1;

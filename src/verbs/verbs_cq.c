@@ -16,8 +16,8 @@ SRN_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe,
 					int comp_vector)
 {
 	struct srn_cq *cq;
-	int err = srn_cq_create(context, cqe, cq_context, channel,
-				comp_vector, &cq);
+	int err = srn_cq_create(context, cqe, cq_context, channel, comp_vector,
+				&cq);
 
 	if (err) {
 		errno = -err;

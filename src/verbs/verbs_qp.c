@@ -116,8 +116,7 @@ static int srn_qp_modify(struct srn_qp *qp, struct ibv_qp_attr *attr, int mask)
 	struct ibv_qp_attr old;
 	int err;
 
-	cur = (mask & IBV_QP_CUR_STATE) ? attr->cur_qp_state :
-					  srn_qp_state(qp);
+	cur = (mask & IBV_QP_CUR_STATE) ? attr->cur_qp_state : srn_qp_state(qp);
 	next = (mask & IBV_QP_STATE) ? attr->qp_state : cur;
 	if ((mask & IBV_QP_CUR_STATE) && cur != srn_qp_state(qp) &&
 	    srn_qp_state(qp) != IBV_QPS_ERR)
@@ -161,7 +160,7 @@ SRN_EXPORT int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 }
 
 static int srn_qp_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
-		     struct ibv_send_wr **bad_wr)
+			    struct ibv_send_wr **bad_wr)
 {
 	struct srn_qp *qp = to_sqp(ibqp);
 	enum ibv_qp_state st;
@@ -192,7 +191,7 @@ static int srn_qp_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 }
 
 static int srn_qp_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
-		     struct ibv_recv_wr **bad_wr)
+			    struct ibv_recv_wr **bad_wr)
 {
 	struct srn_qp *qp = to_sqp(ibqp);
 	enum ibv_qp_state st;

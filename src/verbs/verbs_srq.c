@@ -44,7 +44,8 @@ static void srn_srq_wake_waiters(struct srn_srq *srq)
 
 	pthread_mutex_lock(&ctx->lock);
 	srn_list_for_each_safe(pos, tmp, &ctx->qps) {
-		struct srn_qp *qp = srn_list_entry(pos, struct srn_qp, ctx_link);
+		struct srn_qp *qp =
+			srn_list_entry(pos, struct srn_qp, ctx_link);
 
 		if (qp->srq == srq)
 			srn_ctl_kick_peers(qp);

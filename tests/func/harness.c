@@ -141,8 +141,9 @@ int side_connect(struct side *s, const struct peer_info *peer,
 	a.qp_state = IBV_QPS_INIT;
 	a.port_num = 1;
 	a.qp_access_flags = o->qp_access;
-	if (ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-					     IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+	if (ibv_modify_qp(s->qp, &a,
+			  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				  IBV_QP_ACCESS_FLAGS))
 		return -1;
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTR;
@@ -155,11 +156,11 @@ int side_connect(struct side *s, const struct peer_info *peer,
 	a.ah_attr.grh.dgid = peer->gid;
 	a.ah_attr.grh.hop_limit = 64;
 	a.ah_attr.port_num = 1;
-	if (ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_AV |
-					     IBV_QP_PATH_MTU |
-					     IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-					     IBV_QP_MAX_DEST_RD_ATOMIC |
-					     IBV_QP_MIN_RNR_TIMER))
+	if (ibv_modify_qp(s->qp, &a,
+			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+				  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+				  IBV_QP_MAX_DEST_RD_ATOMIC |
+				  IBV_QP_MIN_RNR_TIMER))
 		return -1;
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
@@ -168,11 +169,10 @@ int side_connect(struct side *s, const struct peer_info *peer,
 	a.rnr_retry = o->rnr_retry;
 	a.sq_psn = 0;
 	a.max_rd_atomic = o->max_rd_atomic ? o->max_rd_atomic : 16;
-	return ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
-						IBV_QP_RETRY_CNT |
-						IBV_QP_RNR_RETRY |
-						IBV_QP_SQ_PSN |
-						IBV_QP_MAX_QP_RD_ATOMIC) ?
+	return ibv_modify_qp(s->qp, &a,
+			     IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+				     IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+				     IBV_QP_MAX_QP_RD_ATOMIC) ?
 		       -1 :
 		       0;
 }
@@ -271,7 +271,8 @@ int post_recv1(struct ibv_qp *qp, void *addr, uint32_t len, uint32_t lkey,
 	       uint64_t wr_id)
 {
 	struct ibv_sge sge = { (uintptr_t)addr, len, lkey };
-	struct ibv_recv_wr wr = { .wr_id = wr_id, .sg_list = &sge,
+	struct ibv_recv_wr wr = { .wr_id = wr_id,
+				  .sg_list = &sge,
 				  .num_sge = 1 };
 	struct ibv_recv_wr *bad;
 
@@ -341,8 +342,7 @@ int run_roles(const char *name, role_fn *a, role_fn *b, void *arg,
 		close(sv[1]);
 		role_thread(&ra);
 		waitpid(pid, &st, 0);
-		total = ra.failures +
-			(!WIFEXITED(st) || WEXITSTATUS(st) != 0);
+		total = ra.failures + (!WIFEXITED(st) || WEXITSTATUS(st) != 0);
 	}
 	printf("%s %s (%s)\n", total ? "FAIL" : "ok  ", name,
 	       mode == MODE_THREAD ? "threads" : "processes");

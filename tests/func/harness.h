@@ -14,28 +14,31 @@
 #include <stdio.h>
 #include <string.h>
 
-enum run_mode { MODE_THREAD, MODE_PROCESS };
+enum run_mode {
+	MODE_THREAD,
+	MODE_PROCESS
+};
 
 extern __thread int t_failures;
 extern __thread const char *t_role;
 
-#define CHECK(cond, ...)                                                    \
-	do {                                                                \
-		if (!(cond)) {                                              \
-			t_failures++;                                       \
-			fprintf(stderr, "[%s] FAIL %s:%d: %s: ", t_role,    \
-				__FILE__, __LINE__, #cond);                 \
-			fprintf(stderr, __VA_ARGS__);                       \
-			fputc('\n', stderr);                                \
-		}                                                           \
+#define CHECK(cond, ...)                                                 \
+	do {                                                             \
+		if (!(cond)) {                                           \
+			t_failures++;                                    \
+			fprintf(stderr, "[%s] FAIL %s:%d: %s: ", t_role, \
+				__FILE__, __LINE__, #cond);              \
+			fprintf(stderr, __VA_ARGS__);                    \
+			fputc('\n', stderr);                             \
+		}                                                        \
 	} while (0)
 
-#define REQUIRE(cond, ...)                                                  \
-	do {                                                                \
-		bool req_ok_ = (cond);                                      \
-		CHECK(req_ok_, __VA_ARGS__);                                \
-		if (!req_ok_)                                               \
-			return t_failures;                                  \
+#define REQUIRE(cond, ...)                   \
+	do {                                 \
+		bool req_ok_ = (cond);       \
+		CHECK(req_ok_, __VA_ARGS__); \
+		if (!req_ok_)                \
+			return t_failures;   \
 	} while (0)
 
 struct chan {
@@ -114,12 +117,12 @@ int run_roles(const char *name, role_fn *a, role_fn *b, void *arg,
 enum run_mode test_mode(int argc, char **argv);
 int test_summary(int passed, int failed);
 
-#define RUN(name, a, b, arg, mode, passed, failed)                        \
-	do {                                                                \
-		if (run_roles(name, a, b, arg, mode))                       \
-			(failed)++;                                         \
-		else                                                        \
-			(passed)++;                                         \
+#define RUN(name, a, b, arg, mode, passed, failed)    \
+	do {                                          \
+		if (run_roles(name, a, b, arg, mode)) \
+			(failed)++;                   \
+		else                                  \
+			(passed)++;                   \
 	} while (0)
 
 #endif

@@ -252,9 +252,9 @@ static int verbs_errno(struct chan *c, void *arg)
 		      errno == EINVAL,
 	      "REMOTE_ATOMIC without LOCAL_WRITE: errno %d", errno);
 	{
-		struct ibv_mr *mr = ibv_reg_mr(s.pd, s.buf, 4096,
-					       IBV_ACCESS_LOCAL_WRITE |
-						       IBV_ACCESS_RELAXED_ORDERING);
+		struct ibv_mr *mr = ibv_reg_mr(
+			s.pd, s.buf, 4096,
+			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_RELAXED_ORDERING);
 
 		CHECK(mr != NULL, "relaxed ordering must be accepted");
 		if (mr)
@@ -279,14 +279,14 @@ static int verbs_errno(struct chan *c, void *arg)
 	a.port_num = 1;
 	CHECK(ibv_modify_qp(s.qp, &a, IBV_QP_STATE | IBV_QP_PORT) == EINVAL,
 	      "RESET->INIT without all required attributes");
-	CHECK(ibv_modify_qp(s.qp, &a, IBV_QP_STATE | IBV_QP_PORT |
-					      IBV_QP_PKEY_INDEX |
-					      IBV_QP_ACCESS_FLAGS |
-					      IBV_QP_SQ_PSN) == EINVAL,
+	CHECK(ibv_modify_qp(s.qp, &a,
+			    IBV_QP_STATE | IBV_QP_PORT | IBV_QP_PKEY_INDEX |
+				    IBV_QP_ACCESS_FLAGS | IBV_QP_SQ_PSN) ==
+		      EINVAL,
 	      "RESET->INIT with an attribute it does not take");
-	CHECK(!ibv_modify_qp(s.qp, &a, IBV_QP_STATE | IBV_QP_PORT |
-					       IBV_QP_PKEY_INDEX |
-					       IBV_QP_ACCESS_FLAGS),
+	CHECK(!ibv_modify_qp(s.qp, &a,
+			     IBV_QP_STATE | IBV_QP_PORT | IBV_QP_PKEY_INDEX |
+				     IBV_QP_ACCESS_FLAGS),
 	      "RESET->INIT");
 	CHECK(s.qp->state == IBV_QPS_INIT, "qp->state follows modify_qp");
 	memset(&wr, 0, sizeof(wr));
@@ -303,9 +303,11 @@ static int verbs_errno(struct chan *c, void *arg)
 	CHECK(ibv_dealloc_pd(s.pd) == EBUSY, "PD in use");
 	CHECK(ibv_destroy_cq(s.cq) == EBUSY, "CQ in use");
 	{
-		struct ibv_qp_init_attr ia = { .send_cq = s.cq, .recv_cq = s.cq,
+		struct ibv_qp_init_attr ia = { .send_cq = s.cq,
+					       .recv_cq = s.cq,
 					       .qp_type = IBV_QPT_RC,
-					       .cap = { .max_send_wr = 1 << 30 } };
+					       .cap = { .max_send_wr =
+								1 << 30 } };
 
 		errno = 0;
 		CHECK(!ibv_create_qp(s.pd, &ia) && errno == EINVAL,
@@ -388,10 +390,10 @@ int main(int argc, char **argv)
 	int pass = 0, fail = 0;
 
 	for (unsigned i = 0; i <= S_FULL_SQ; i++)
-		RUN(scen_names[i], err_init, err_target, (void *)(uintptr_t)i, m,
-		    pass, fail);
-	RUN("peer_qp_destroyed->RETRY_EXC_ERR", gone_init, gone_target, NULL,
-	    m, pass, fail);
+		RUN(scen_names[i], err_init, err_target, (void *)(uintptr_t)i,
+		    m, pass, fail);
+	RUN("peer_qp_destroyed->RETRY_EXC_ERR", gone_init, gone_target, NULL, m,
+	    pass, fail);
 	RUN("verbs_errno", verbs_errno, nothing, NULL, m, pass, fail);
 	return test_summary(pass, fail);
 }

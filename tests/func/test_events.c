@@ -31,12 +31,10 @@ static int ev_init(struct chan *c, void *arg)
 	REQUIRE(!side_pair(&s, &o, c, &p), "setup");
 	chan_barrier(c); /* target armed and asleep in ibv_get_cq_event */
 	usleep(20000);
-	CHECK(!post_send1(s.qp, IBV_WR_SEND, s.buf, 32, s.mr->lkey, 0, 0, 0,
-			  1),
+	CHECK(!post_send1(s.qp, IBV_WR_SEND, s.buf, 32, s.mr->lkey, 0, 0, 0, 1),
 	      "send 1");
 	chan_barrier(c); /* target re-armed solicited-only */
-	CHECK(!post_send1(s.qp, IBV_WR_SEND, s.buf, 32, s.mr->lkey, 0, 0, 0,
-			  2),
+	CHECK(!post_send1(s.qp, IBV_WR_SEND, s.buf, 32, s.mr->lkey, 0, 0, 0, 2),
 	      "unsolicited send");
 	chan_barrier(c); /* target saw no event */
 	CHECK(!post_send1(s.qp, IBV_WR_SEND, s.buf, 32, s.mr->lkey, 0, 0,
@@ -128,8 +126,8 @@ static int idle_init(struct chan *c, void *arg)
 	      "write");
 	CHECK(!poll_one(s.cq, &wc, T) && wc.status == IBV_WC_SUCCESS,
 	      "write completes while the target sleeps");
-	CHECK(!post_send1(s.qp, IBV_WR_RDMA_READ, s.buf + 1024, 256,
-			  s.mr->lkey, p.addr + 4096, p.rkey, 0, 2),
+	CHECK(!post_send1(s.qp, IBV_WR_RDMA_READ, s.buf + 1024, 256, s.mr->lkey,
+			  p.addr + 4096, p.rkey, 0, 2),
 	      "read");
 	CHECK(!poll_one(s.cq, &wc, T) && wc.status == IBV_WC_SUCCESS,
 	      "read completes while the target sleeps");
@@ -267,7 +265,8 @@ static int overflow_init(struct chan *c, void *arg)
 	CHECK(fd_readable(s.ctx->async_fd, T), "CQ error event");
 	CHECK(ibv_poll_cq(s.cq, 8, wc) == 2, "the CQ held its 2 entries");
 	CHECK(!ibv_get_async_event(s.ctx, &ev) &&
-		      ev.event_type == IBV_EVENT_CQ_ERR && ev.element.cq == s.cq,
+		      ev.event_type == IBV_EVENT_CQ_ERR &&
+		      ev.element.cq == s.cq,
 	      "IBV_EVENT_CQ_ERR");
 	ibv_ack_async_event(&ev);
 	chan_barrier(c);
@@ -283,7 +282,6 @@ int main(int argc, char **argv)
 	RUN("cq_events+solicited", ev_init, ev_target, NULL, m, pass, fail);
 	RUN("polled_then_idle", idle_init, idle_target, NULL, m, pass, fail);
 	RUN("srq_limit_event", srq_init, srq_target, NULL, m, pass, fail);
-	RUN("cq_overflow_event", overflow_init, role_idle, NULL, m, pass,
-	    fail);
+	RUN("cq_overflow_event", overflow_init, role_idle, NULL, m, pass, fail);
 	return test_summary(pass, fail);
 }

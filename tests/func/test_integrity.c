@@ -45,7 +45,7 @@ static void make_plan(struct plan *p, uint32_t round)
 	p->nsge = 1 + rnd(&s) % 4;
 	big = rnd(&s) % 8 == 0;
 	for (uint32_t i = 0; i < p->nsge; i++) {
-		p->len[i] = big		      ? rnd(&s) % 120001 :
+		p->len[i] = big		     ? rnd(&s) % 120001 :
 			    rnd(&s) % 4 == 0 ? rnd(&s) % 16 :
 					       rnd(&s) % (16384 + 1);
 		p->loff[i] = i * (REGION / 4) + rnd(&s) % 4096;
@@ -113,8 +113,9 @@ static int integ_init(struct chan *c, void *arg)
 					pattern(pl.seed, k);
 		chan_barrier(c); /* target ready (pattern or receive) */
 		for (uint32_t i = 0; i < pl.nsge; i++)
-			sge[i] = (struct ibv_sge){ (uintptr_t)s.buf + pl.loff[i],
-						   pl.len[i], s.mr->lkey };
+			sge[i] =
+				(struct ibv_sge){ (uintptr_t)s.buf + pl.loff[i],
+						  pl.len[i], s.mr->lkey };
 		memset(&wr, 0, sizeof(wr));
 		wr.wr_id = r;
 		wr.sg_list = sge;
@@ -134,8 +135,8 @@ static int integ_init(struct chan *c, void *arg)
 
 			for (uint32_t k = 0; k < total; k++)
 				diff += *sge_byte(s.buf, pl.loff, pl.len,
-						  pl.nsge, k) !=
-					pattern(pl.seed, k);
+						  pl.nsge,
+						  k) != pattern(pl.seed, k);
 			CHECK(!diff, "round %u read: %u bytes differ", r, diff);
 		}
 		chan_barrier(c); /* target checks */
@@ -182,7 +183,8 @@ static int integ_target(struct chan *c, void *arg)
 		chan_barrier(c); /* the initiator's op completed */
 		if (pl.op == 0) {
 			for (uint32_t k = 0; k < total; k++)
-				diff += s.buf[pl.roff + k] != pattern(pl.seed, k);
+				diff += s.buf[pl.roff + k] !=
+					pattern(pl.seed, k);
 			diff += pl.roff && s.buf[pl.roff - 1] != 0xee;
 			diff += s.buf[pl.roff + total] != 0xee;
 		} else if (pl.op == 2) {
@@ -192,8 +194,8 @@ static int integ_target(struct chan *c, void *arg)
 			      "round %u recv len %u/%u", r, wc.byte_len, total);
 			for (uint32_t k = 0; k < total; k++)
 				diff += *sge_byte(s.buf, pl.rsge_off,
-						  pl.rsge_len, 4, k) !=
-					pattern(pl.seed, k);
+						  pl.rsge_len, 4,
+						  k) != pattern(pl.seed, k);
 		}
 		CHECK(!diff, "round %u op %u: %u bytes differ (seed %u)", r,
 		      pl.op, diff, seed0);

@@ -185,8 +185,8 @@ static int fork_init(struct chan *c, void *arg)
 		int bad = 0;
 
 		/* the parent's objects are off limits; memory is a copy */
-		bad += post_send1(s.qp, IBV_WR_RDMA_WRITE, s.buf, 8,
-				  s.mr->lkey, p.addr, p.rkey, 0, 1) != EINVAL;
+		bad += post_send1(s.qp, IBV_WR_RDMA_WRITE, s.buf, 8, s.mr->lkey,
+				  p.addr, p.rkey, 0, 1) != EINVAL;
 		bad += memcmp(s.buf, "parent", 7) != 0;
 		memcpy(s.buf, "child!", 7);
 		l = ibv_get_device_list(NULL);
@@ -208,8 +208,8 @@ static int fork_init(struct chan *c, void *arg)
 	      WEXITSTATUS(st));
 	CHECK(!memcmp(s.buf, "parent", 7), "child's write leaked into parent");
 	/* the parent's QP still works after the child is gone */
-	CHECK(!post_send1(s.qp, IBV_WR_RDMA_WRITE, s.buf, 7, s.mr->lkey,
-			  p.addr, p.rkey, IBV_SEND_SIGNALED, 2),
+	CHECK(!post_send1(s.qp, IBV_WR_RDMA_WRITE, s.buf, 7, s.mr->lkey, p.addr,
+			  p.rkey, IBV_SEND_SIGNALED, 2),
 	      "post after fork");
 	CHECK(!poll_one(s.cq, &wc, T) && wc.status == IBV_WC_SUCCESS,
 	      "write after fork: %s", ibv_wc_status_str(wc.status));
@@ -240,8 +240,7 @@ int main(int argc, char **argv)
 
 	RUN("mr_iova+shared_map+stack", mem_init, mem_target, NULL, m, pass,
 	    fail);
-	RUN("err_reset_reuse+ah+gid", objects, role_idle, NULL, m, pass,
-	    fail);
+	RUN("err_reset_reuse+ah+gid", objects, role_idle, NULL, m, pass, fail);
 	RUN("fork_child_isolated", fork_init, fork_target, NULL, m, pass, fail);
 	return test_summary(pass, fail);
 }

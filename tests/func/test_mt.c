@@ -27,9 +27,13 @@ struct mt_conn {
 static struct ibv_qp *mk_qp(struct ibv_pd *pd, struct ibv_cq *cq, int depth)
 {
 	struct ibv_qp_init_attr ia = {
-		.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
-		.cap = { .max_send_wr = depth, .max_recv_wr = depth,
-			 .max_send_sge = 1, .max_recv_sge = 1 },
+		.send_cq = cq,
+		.recv_cq = cq,
+		.qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = depth,
+			 .max_recv_wr = depth,
+			 .max_send_sge = 1,
+			 .max_recv_sge = 1 },
 	};
 
 	return ibv_create_qp(pd, &ia);
@@ -75,7 +79,8 @@ static void exchange(struct chan *c, struct ibv_context *ctx,
 		     struct peer_info *peers)
 {
 	for (int i = 0; i < NQP; i++) {
-		struct peer_info me = { .qpn = qps[i]->qp_num, .rkey = rkey,
+		struct peer_info me = { .qpn = qps[i]->qp_num,
+					.rkey = rkey,
 					.addr = (uintptr_t)buf };
 
 		ibv_query_gid(ctx, 1, 0, &me.gid);
@@ -97,7 +102,8 @@ static int mt_init(struct chan *c, void *arg)
 	side_opts_default(&o);
 	REQUIRE(!side_open(&s, &o), "open");
 	for (int i = 0; i < NQP; i++) {
-		m[i] = (struct mt_conn){ .id = i, .mr = s.mr,
+		m[i] = (struct mt_conn){ .id = i,
+					 .mr = s.mr,
 					 .buf = s.buf + i * 4096 };
 		m[i].cq = ibv_create_cq(s.ctx, 64, NULL, NULL, 0);
 		qps[i] = m[i].qp = mk_qp(s.pd, m[i].cq, 32);

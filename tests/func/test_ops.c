@@ -26,7 +26,8 @@ static int write_init(struct chan *c, void *arg)
 	for (int i = 0; i < 4096; i++)
 		s.buf[i] = (uint8_t)(i * 7 + 1);
 	CHECK(!post_send1(s.qp, IBV_WR_RDMA_WRITE, s.buf, 4096, s.mr->lkey,
-			  p.addr + 100, p.rkey, IBV_SEND_SIGNALED, 11), "post");
+			  p.addr + 100, p.rkey, IBV_SEND_SIGNALED, 11),
+	      "post");
 	CHECK(!poll_one(s.cq, &wc, T), "completion");
 	CHECK(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RDMA_WRITE &&
 		      wc.wr_id == 11,
@@ -36,10 +37,13 @@ static int write_init(struct chan *c, void *arg)
 	chan_barrier(c); /* target posted a receive for the immediate */
 	CHECK(!post_send1(s.qp, IBV_WR_RDMA_WRITE_WITH_IMM, s.buf, 64,
 			  s.mr->lkey, p.addr + 8192, p.rkey, IBV_SEND_SIGNALED,
-			  12) || 1, "post imm");
+			  12) ||
+		      1,
+	      "post imm");
 	{
 		struct ibv_sge sge = { (uintptr_t)s.buf, 64, s.mr->lkey };
-		struct ibv_send_wr wr = { .wr_id = 13, .sg_list = &sge,
+		struct ibv_send_wr wr = { .wr_id = 13,
+					  .sg_list = &sge,
 					  .num_sge = 1,
 					  .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
 					  .send_flags = IBV_SEND_SIGNALED },
@@ -157,7 +161,8 @@ static int send_target(struct chan *c, void *arg)
 	CHECK(!poll_one(s.cq, &wc, T), "recv wc");
 	CHECK(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RECV &&
 		      wc.byte_len == 3000 && wc.wr_id == 5 &&
-		      (wc.wc_flags & IBV_WC_WITH_IMM) && ntohl(wc.imm_data) == 77,
+		      (wc.wc_flags & IBV_WC_WITH_IMM) &&
+		      ntohl(wc.imm_data) == 77,
 	      "recv: %s len %u", ibv_wc_status_str(wc.status), wc.byte_len);
 	for (int i = 0; i < 3000; i++) {
 		uint8_t *b = i < 2000 ? s.buf + 50000 + i :
@@ -189,8 +194,8 @@ static int read_init(struct chan *c, void *arg)
 
 	REQUIRE(!side_pair(&s, &opts, c, &p), "setup");
 	chan_barrier(c); /* target filled its buffer */
-	CHECK(!post_send1(s.qp, IBV_WR_RDMA_READ, s.buf + 8, 65536,
-			  s.mr->lkey, p.addr, p.rkey, IBV_SEND_SIGNALED, 3),
+	CHECK(!post_send1(s.qp, IBV_WR_RDMA_READ, s.buf + 8, 65536, s.mr->lkey,
+			  p.addr, p.rkey, IBV_SEND_SIGNALED, 3),
 	      "post read");
 	CHECK(!poll_one(s.cq, &wc, T) && wc.status == IBV_WC_SUCCESS &&
 		      wc.opcode == IBV_WC_RDMA_READ && wc.byte_len == 65536,
@@ -268,7 +273,8 @@ static int rdwin_init(struct chan *c, void *arg)
 		bool rd = i % 4 != 3;
 		int k = rd ? i - i / 4 : i / 4; /* READ k, WRITE k */
 
-		CHECK(!post_send1(s.qp, rd ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE,
+		CHECK(!post_send1(s.qp,
+				  rd ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE,
 				  s.buf + (rd ? k * 4096 : 512 * 1024 + k * 8),
 				  rd ? 4096 : 8, s.mr->lkey,
 				  p.addr + (rd ? k * 4096 : 512 * 1024 + k * 8),
@@ -324,7 +330,8 @@ static int unsig_init(struct chan *c, void *arg)
 		      "post %d", i);
 	if (o.sig_all) {
 		for (int i = 0; i < 10; i++)
-			CHECK(!poll_one(s.cq, &wc, T) && wc.wr_id == (unsigned)i,
+			CHECK(!poll_one(s.cq, &wc, T) &&
+				      wc.wr_id == (unsigned)i,
 			      "sig_all completion %d", i);
 	} else {
 		CHECK(!poll_one(s.cq, &wc, T) && wc.wr_id == 9,
@@ -406,14 +413,14 @@ static int rnr_read_target(struct chan *c, void *arg)
 	chan_barrier(c);
 	chan_barrier(c);
 	usleep(20000); /* the SEND arrives and finds no receive */
-	CHECK(!post_send1(s.qp, IBV_WR_RDMA_READ, s.buf + 8192, 512,
-			  s.mr->lkey, p.addr + 4096, p.rkey, IBV_SEND_SIGNALED,
-			  2),
+	CHECK(!post_send1(s.qp, IBV_WR_RDMA_READ, s.buf + 8192, 512, s.mr->lkey,
+			  p.addr + 4096, p.rkey, IBV_SEND_SIGNALED, 2),
 	      "read");
 	CHECK(!poll_one(s.cq, &wc, T) && wc.status == IBV_WC_SUCCESS &&
 		      wc.wr_id == 2,
 	      "the read completes while the peer's SEND waits");
-	CHECK(s.buf[8192] == (uint8_t)0xa7 && s.buf[8192 + 511] == (uint8_t)0xa7,
+	CHECK(s.buf[8192] == (uint8_t)0xa7 &&
+		      s.buf[8192 + 511] == (uint8_t)0xa7,
 	      "read data");
 	CHECK(!post_recv1(s.qp, s.buf, 256, s.mr->lkey, 3), "recv");
 	CHECK(!post_recv1(s.qp, s.buf + 256, 256, s.mr->lkey, 4), "recv 2");
@@ -421,8 +428,7 @@ static int rnr_read_target(struct chan *c, void *arg)
 		      wc.wr_id == 3 && wc.byte_len == 64 && s.buf[0] == 0x3c,
 	      "the waiting SEND lands");
 	CHECK(!poll_one(s.cq, &wc, T) && wc.status == IBV_WC_SUCCESS &&
-		      wc.wr_id == 4 && wc.byte_len == 32 &&
-		      s.buf[256] == 0x5d,
+		      wc.wr_id == 4 && wc.byte_len == 32 && s.buf[256] == 0x5d,
 	      "the second SEND lands once");
 	CHECK(s.buf[16384] == 0x5d && s.buf[16384 + 63] == 0x5d,
 	      "the write behind the send landed");
@@ -439,8 +445,7 @@ int main(int argc, char **argv)
 
 	side_opts_default(&opts);
 	RUN("rdma_write+imm", write_init, write_target, NULL, m, pass, fail);
-	RUN("send_sge+imm+inline", send_init, send_target, NULL, m, pass,
-	    fail);
+	RUN("send_sge+imm+inline", send_init, send_target, NULL, m, pass, fail);
 	RUN("rdma_read+atomics", read_init, read_target, NULL, m, pass, fail);
 	RUN("read_window>max_rd_atomic", rdwin_init, rdwin_target, NULL, m,
 	    pass, fail);

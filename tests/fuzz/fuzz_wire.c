@@ -27,7 +27,8 @@ static int on_hdr(void *ctx, const struct srn_wire_hdr *h, struct iovec *iov,
 	iov[1].iov_base = dest + a;
 	iov[1].iov_len = b;
 	*niov = 2;
-	if (h->opcode == SRN_WOP_SEND && (h->psn & 1) && !(*(unsigned *)ctx & 1))
+	if (h->opcode == SRN_WOP_SEND && (h->psn & 1) &&
+	    !(*(unsigned *)ctx & 1))
 		return -EAGAIN; /* pause now and then */
 	return h->opcode == SRN_WOP_BYE ? -ECONNRESET : 0;
 }
@@ -60,7 +61,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 		if (chunk > size - off)
 			chunk = size - off;
-		err = srn_wire_feed(&rx, data + off, chunk, &sink, &msgs, &used);
+		err = srn_wire_feed(&rx, data + off, chunk, &sink, &msgs,
+				    &used);
 		if (used > chunk || rx.payload_left > SRN_WIRE_MAX_PAYLOAD)
 			__builtin_trap(); /* overran, or the payload wrapped */
 		off += used;

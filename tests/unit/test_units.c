@@ -13,7 +13,6 @@
 #include "engine/engine.h"
 #include "unit_check.h"
 
-
 static void test_rq_ring(void)
 {
 	size_t off = 256, bytes = off + srn_rq_bytes(4, 2);
@@ -120,8 +119,8 @@ static void test_tpt(void)
 			    &r) == SRN_KEY_BAD_ACCESS);
 	CHECK(srn_key_check(t, key, 3, IBV_ACCESS_REMOTE_READ, 0x10001, 0x1000,
 			    &r) == SRN_KEY_BAD_BOUNDS);
-	CHECK(srn_key_check(t, key, 3, IBV_ACCESS_REMOTE_READ, 0xffff, 1,
-			    &r) == SRN_KEY_BAD_BOUNDS);
+	CHECK(srn_key_check(t, key, 3, IBV_ACCESS_REMOTE_READ, 0xffff, 1, &r) ==
+	      SRN_KEY_BAD_BOUNDS);
 	CHECK(srn_key_check(t, key, 3, IBV_ACCESS_REMOTE_READ, 0x10fff,
 			    UINT64_MAX, &r) == SRN_KEY_BAD_BOUNDS);
 	CHECK(srn_key_check(t, 0, 3, 0, 0, 0, &r) == SRN_KEY_BAD_KEY);
@@ -147,21 +146,20 @@ static void test_qp_states(void)
 				  init & ~IBV_QP_PORT) == -EINVAL);
 	CHECK(srn_qp_check_modify(IBV_QPS_RESET, IBV_QPS_INIT, IBV_QPT_RC,
 				  init | IBV_QP_SQ_PSN) == -EINVAL);
-	CHECK(!srn_qp_check_modify(IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPT_RC,
-				   rtr));
+	CHECK(!srn_qp_check_modify(IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPT_RC, rtr));
 	CHECK(srn_qp_check_modify(IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPT_RC,
 				  rtr & ~IBV_QP_DEST_QPN) == -EINVAL);
 	CHECK(!srn_qp_check_modify(IBV_QPS_RTR, IBV_QPS_RTS, IBV_QPT_RC, rts));
-	CHECK(srn_qp_check_modify(IBV_QPS_INIT, IBV_QPS_RTS, IBV_QPT_RC,
-				  rts) == -EINVAL);
+	CHECK(srn_qp_check_modify(IBV_QPS_INIT, IBV_QPS_RTS, IBV_QPT_RC, rts) ==
+	      -EINVAL);
 	CHECK(srn_qp_check_modify(IBV_QPS_RESET, IBV_QPS_RTR, IBV_QPT_RC,
 				  rtr) == -EINVAL);
 	CHECK(!srn_qp_check_modify(IBV_QPS_RTS, IBV_QPS_ERR, IBV_QPT_RC,
 				   IBV_QP_STATE));
 	CHECK(!srn_qp_check_modify(IBV_QPS_ERR, IBV_QPS_RESET, IBV_QPT_RC,
 				   IBV_QP_STATE));
-	CHECK(srn_qp_check_modify(IBV_QPS_ERR, IBV_QPS_RTS, IBV_QPT_RC,
-				  rts) == -EINVAL);
+	CHECK(srn_qp_check_modify(IBV_QPS_ERR, IBV_QPS_RTS, IBV_QPT_RC, rts) ==
+	      -EINVAL);
 	CHECK(!srn_qp_check_modify(IBV_QPS_RTS, IBV_QPS_RTS, IBV_QPT_RC,
 				   IBV_QP_ACCESS_FLAGS));
 	CHECK(srn_qp_check_modify(IBV_QPS_RESET, IBV_QPS_INIT, IBV_QPT_UD,
@@ -177,7 +175,8 @@ static void test_opcodes(void)
 	      o->wc_opcode == IBV_WC_SEND && o->recv_wc_opcode == IBV_WC_RECV);
 	o = srn_opcode_get(IBV_WR_RDMA_READ);
 	CHECK(o && (o->flags & SRN_OP_REMOTE_READ) &&
-	      (o->flags & SRN_OP_LOCAL_WRITE) && !(o->flags & SRN_OP_INLINE_OK));
+	      (o->flags & SRN_OP_LOCAL_WRITE) &&
+	      !(o->flags & SRN_OP_INLINE_OK));
 	o = srn_opcode_get(IBV_WR_RDMA_WRITE_WITH_IMM);
 	CHECK(o && (o->flags & SRN_OP_CONSUMES_RECV) &&
 	      o->recv_wc_opcode == IBV_WC_RECV_RDMA_WITH_IMM);

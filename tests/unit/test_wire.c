@@ -15,7 +15,6 @@
 #include "transport/tcp/wire.h"
 #include "unit_check.h"
 
-
 struct got {
 	unsigned msgs, acks, pauses;
 	uint32_t last_ack;
@@ -129,8 +128,9 @@ static void feed_all(struct srn_wire_rx *rx, const uint8_t *buf, size_t n,
 	size_t off = 0, used;
 	int err, rounds = 0;
 
-	while ((err = srn_wire_feed(rx, buf + off, n - off, &sink, g,
-				    &used)) == -EAGAIN && rounds++ < 100)
+	while ((err = srn_wire_feed(rx, buf + off, n - off, &sink, g, &used)) ==
+		       -EAGAIN &&
+	       rounds++ < 100)
 		off += used;
 	CHECK(err == 0);
 	CHECK(off + used == n);
@@ -164,8 +164,8 @@ static void test_splits(void)
 
 /* The same stream from a socket, plus a payload large enough to go
  * straight into its destination; a paused parser keeps what it staged. */
-static int big_hdr(void *ctx, const struct srn_wire_hdr *h,
-		   struct iovec *iov, unsigned *niov)
+static int big_hdr(void *ctx, const struct srn_wire_hdr *h, struct iovec *iov,
+		   unsigned *niov)
 {
 	if (h->opcode != SRN_WOP_WRITE || h->len < 4096)
 		return on_hdr(ctx, h, iov, niov);
@@ -229,15 +229,16 @@ static int refused(struct srn_wire_hdr h)
 	size_t used;
 
 	srn_wire_rx_init(&rx);
-	return srn_wire_feed(&rx, (uint8_t *)&h, sizeof(h), &sink, &g,
-			     &used) < 0;
+	return srn_wire_feed(&rx, (uint8_t *)&h, sizeof(h), &sink, &g, &used) <
+	       0;
 }
 
 static void test_invalid(void)
 {
 	struct srn_wire_hdr ok = { .magic = SRN_WIRE_MAGIC,
 				   .version = SRN_WIRE_VERSION,
-				   .opcode = SRN_WOP_WRITE }, h;
+				   .opcode = SRN_WOP_WRITE },
+			    h;
 
 	CHECK(!refused(ok));
 	h = ok, h.magic ^= 1;
@@ -283,8 +284,8 @@ static void test_invalid(void)
  * is parsed as such. */
 static uint8_t wide_buf[256];
 
-static int wide_hdr(void *ctx, const struct srn_wire_hdr *h,
-		    struct iovec *iov, unsigned *niov)
+static int wide_hdr(void *ctx, const struct srn_wire_hdr *h, struct iovec *iov,
+		    unsigned *niov)
 {
 	iov[0].iov_base = wide_buf;
 	iov[0].iov_len = sizeof(wide_buf);

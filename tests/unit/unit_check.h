@@ -7,14 +7,14 @@
 
 static int failures, checks;
 
-#define CHECK(c)                                                         \
-	do {                                                             \
-		checks++;                                                \
-		if (!(c)) {                                              \
-			failures++;                                      \
-			fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__,    \
-				__LINE__, #c);                           \
-		}                                                        \
+#define CHECK(c)                                                      \
+	do {                                                          \
+		checks++;                                             \
+		if (!(c)) {                                           \
+			failures++;                                   \
+			fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, \
+				__LINE__, #c);                        \
+		}                                                     \
 	} while (0)
 
 static inline int unit_summary(void)

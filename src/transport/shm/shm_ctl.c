@@ -95,15 +95,14 @@ static void srn_shm_on_mr_req(struct srn_ctl_conn *c,
 		rep.chunk[i].file_off = reg.piece[i].file_off;
 		fds[i] = reg.piece[i].fd;
 	}
-	srn_ctl_sendmsg(srn_ctl_conn_fd(c), &rep, sizeof(rep), fds, reg.npieces);
+	srn_ctl_sendmsg(srn_ctl_conn_fd(c), &rep, sizeof(rep), fds,
+			reg.npieces);
 	for (unsigned i = 0; i < reg.npieces; i++)
 		close(fds[i]);
 }
 
-
-
-static void srn_shm_on_msg(struct srn_ctl_conn *c, const void *msg,
-			   size_t len, int *fds, unsigned *nfds_p)
+static void srn_shm_on_msg(struct srn_ctl_conn *c, const void *msg, size_t len,
+			   int *fds, unsigned *nfds_p)
 {
 	const struct srn_ctl_hdr *h = msg;
 
@@ -260,8 +259,7 @@ int srn_shm_ctl_connect(struct srn_peer *p, uint32_t dqpn)
 			p->qp->ibqpx.qp_base.qp_num, dqpn, strerror(-err));
 		return err;
 	}
-	snprintf(p->desc, sizeof(p->desc), "shm pid %d qpn 0x%06x",
-		 (int)p->pid, dqpn);
+	snprintf(p->desc, sizeof(p->desc), "shm pid %d qpn 0x%06x", (int)p->pid,
+		 dqpn);
 	return 0;
 }
-

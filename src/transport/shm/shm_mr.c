@@ -138,4 +138,3 @@ int srn_shm_mr_fetch(struct srn_peer *p, uint32_t key, struct srn_rmr **rmr_p)
 	*rmr_p = m;
 	return err;
 }
-

@@ -102,8 +102,7 @@ int srn_resp_recv_sges(struct srn_peer *p, const struct srn_rwqe *rw,
 }
 
 /* Looks at the next receive WQE of the target without taking it. */
-int srn_resp_peek_recv(struct srn_peer *p, struct srn_rwqe *rw,
-		       uint64_t *pos_p)
+int srn_resp_peek_recv(struct srn_peer *p, struct srn_rwqe *rw, uint64_t *pos_p)
 {
 	int err = srn_rq_peek(&p->rqv, rw, pos_p);
 

@@ -161,7 +161,8 @@ static int srn_shm_send(struct srn_qp *qp, struct srn_peer *p,
 			return srn_remote_fail(p, rerr, status, stall);
 	} while (!srn_resp_commit_recv(p, pos));
 	if (rerr == -EACCES || rerr == -EPROTO)
-		return srn_send_reject(p, &rb.w, w, IBV_WC_LOC_PROT_ERR, status);
+		return srn_send_reject(p, &rb.w, w, IBV_WC_LOC_PROT_ERR,
+				       status);
 	if (rerr)
 		return srn_remote_fail(p, rerr, status, stall);
 	if (w->total_len > cap)
@@ -218,8 +219,8 @@ static int srn_shm_atomic(struct srn_qp *qp, struct srn_peer *p,
 	unsigned nd;
 	int err;
 
-	if (srn_local_iov(qp, w, IBV_ACCESS_LOCAL_WRITE, dst, &nd) ||
-	    nd != 1 || dst[0].iov_len != 8) {
+	if (srn_local_iov(qp, w, IBV_ACCESS_LOCAL_WRITE, dst, &nd) || nd != 1 ||
+	    dst[0].iov_len != 8) {
 		*status = IBV_WC_LOC_PROT_ERR;
 		return 0;
 	}

@@ -44,7 +44,8 @@ extern const char *const srn_wire_op_names[];
 #define SRN_WF_IMM 0x1u /* aux carries immediate data (SEND, WRITE) */
 #define SRN_WF_SOLICITED 0x2u
 #define SRN_WF_CAS 0x4u /* ATOMIC: compare and swap, else fetch and add */
-#define SRN_WF_ACK 0x8u /* ack_psn: the other side's requests up to and
+#define SRN_WF_ACK \
+	0x8u /* ack_psn: the other side's requests up to and
 			 * including it are done (cumulative) */
 #define SRN_WF_ALL 0xfu
 

@@ -113,15 +113,13 @@ int srn_tcp_sendv(int fd, struct iovec *iov, unsigned n);
  * loaded.
  */
 struct srn_tcp_up_ops {
-	int (*resp_on_hdr)(struct srn_tcp_link *l,
-			   const struct srn_wire_hdr *h, struct iovec *iov,
-			   unsigned *niov);
+	int (*resp_on_hdr)(struct srn_tcp_link *l, const struct srn_wire_hdr *h,
+			   struct iovec *iov, unsigned *niov);
 	int (*resp_on_msg)(struct srn_tcp_link *l,
 			   const struct srn_wire_hdr *h);
 	int (*req_on_hdr)(struct srn_tcp_link *l, const struct srn_wire_hdr *h,
 			  struct iovec *iov, unsigned *niov);
-	int (*req_on_msg)(struct srn_tcp_link *l,
-			  const struct srn_wire_hdr *h);
+	int (*req_on_msg)(struct srn_tcp_link *l, const struct srn_wire_hdr *h);
 	int (*req_on_ack)(struct srn_tcp_link *l, uint32_t psn);
 	/* the peer left: fail our requests in flight (true: some were) */
 	bool (*req_down)(struct srn_tcp_link *l);
@@ -137,8 +135,7 @@ void srn_tcp_link_bind(struct srn_tcp_link *l, struct srn_qp *qp);
 void srn_tcp_link_bye(struct srn_tcp_link *l);
 int srn_tcp_link_request(struct srn_tcp_link *l, struct srn_wire_hdr *h,
 			 struct iovec *iov, unsigned n);
-int srn_tcp_link_answer(struct srn_tcp_link *l,
-			const struct srn_tcp_answer *a);
+int srn_tcp_link_answer(struct srn_tcp_link *l, const struct srn_tcp_answer *a);
 void srn_tcp_link_done(struct srn_tcp_link *l, uint32_t psn);
 void srn_tcp_flush_work(bool all);
 void srn_tcp_resume_paused(void);

@@ -77,7 +77,7 @@ struct srn_tcp_link *srn_tcp_link_new(int fd)
 	srn_lock_init(&l->tx_lock);
 	l->done_psn = UINT32_MAX; /* nothing asked yet */
 	l->ack_sent = UINT32_MAX;
-	
+
 	return l;
 }
 
@@ -120,7 +120,7 @@ void srn_tcp_link_free(struct srn_tcp_link *l)
 	}
 	if (l->pl.fd >= 0)
 		close(l->pl.fd);
-	
+
 	free(l);
 }
 
@@ -234,8 +234,7 @@ static uint32_t srn_tcp_ack_value(struct srn_tcp_link *l)
 static void srn_tcp_answer_hdr(const struct srn_tcp_answer *a,
 			       struct srn_wire_hdr *h)
 {
-	srn_wire_hdr_init(h, a->op, a->psn,
-			  a->op == SRN_WOP_ACK ? 0 : a->len);
+	srn_wire_hdr_init(h, a->op, a->psn, a->op == SRN_WOP_ACK ? 0 : a->len);
 	h->aux = a->status;
 	h->rkey = a->rkey;
 }
@@ -274,7 +273,7 @@ static int srn_tcp_send_answer(struct srn_tcp_link *l, bool block)
 		k = sendmsg(l->pl.fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (k < 0)
 			return errno == EAGAIN || errno == EINTR ? -EAGAIN :
-								  -errno;
+								   -errno;
 		if ((size_t)k < left) {
 			l->ans_off += (size_t)k;
 			return -EAGAIN;
@@ -303,7 +302,8 @@ static int srn_tcp_drain(struct srn_tcp_link *l, bool block, bool ack)
 	uint32_t a;
 
 	/* acquire: pairs with the release in srn_tcp_link_answer */
-	while (l->ansq_head != __atomic_load_n(&l->ansq_tail, __ATOMIC_ACQUIRE)) {
+	while (l->ansq_head !=
+	       __atomic_load_n(&l->ansq_tail, __ATOMIC_ACQUIRE)) {
 		int err = srn_tcp_send_answer(l, block);
 
 		if (err)
@@ -319,7 +319,7 @@ static int srn_tcp_drain(struct srn_tcp_link *l, bool block, bool ack)
 			 MSG_NOSIGNAL | (block ? 0 : MSG_DONTWAIT));
 		if (k < 0)
 			return errno == EAGAIN || errno == EINTR ? -EAGAIN :
-								  -errno;
+								   -errno;
 		if ((size_t)k < sizeof(h)) { /* a few bytes of room: finish */
 			struct iovec rest = { (char *)&h + k, sizeof(h) - k };
 			int err = srn_tcp_sendv(l->pl.fd, &rest, 1);
@@ -406,8 +406,7 @@ static void srn_tcp_after_rx(struct srn_tcp_link *l)
 	l->rx_seen_tx_psn = tx;
 	if (!answers && !owed && !l->want_out)
 		return;
-	if (!answers && !l->want_out &&
-	    (!srn_in_progress_thread || talking)) {
+	if (!answers && !l->want_out && (!srn_in_progress_thread || talking)) {
 		if (!l->on_work) {
 			l->on_work = true;
 			l->held_ns = srn_now_ns();
@@ -569,9 +568,10 @@ static void srn_tcp_link_down(struct srn_tcp_link *l, int err)
 	atomic_store_explicit(&l->gone, how, memory_order_release);
 	if (qp) {
 		if (how == SRN_TCP_DEAD && err != -ECONNABORTED)
-			srn_warn("QP 0x%06x: connection to QP 0x%06x (%s) lost: %s",
-				 qp->ibqpx.qp_base.qp_num, l->hello.src_qpn,
-				 l->desc, strerror(err ? -err : ECONNRESET));
+			srn_warn(
+				"QP 0x%06x: connection to QP 0x%06x (%s) lost: %s",
+				qp->ibqpx.qp_base.qp_num, l->hello.src_qpn,
+				l->desc, strerror(err ? -err : ECONNRESET));
 		pthread_mutex_lock(&qp->conn_lock);
 		tq = qp->tstate; /* conn_lock held */
 		keep = tq && __atomic_load_n(&tq->link, __ATOMIC_RELAXED) == l;
@@ -613,8 +613,7 @@ static void srn_tcp_on_event(struct srn_pollable *pl, uint32_t events)
 	err = srn_wire_recv(&l->rx, pl->fd, &srn_tcp_sink, l);
 	if (err == -EAGAIN) /* paused: stop reading until kicked */
 		srn_tcp_pause(l);
-	if (err == -EAGAIN ||
-	    (!err && !(events & (EPOLLHUP | EPOLLERR)))) {
+	if (err == -EAGAIN || (!err && !(events & (EPOLLHUP | EPOLLERR)))) {
 		/* requests handled, or NAKed (RNR): answer */
 		if (l->done_psn != done || l->ansq_tail != tail)
 			srn_tcp_after_rx(l);

@@ -48,11 +48,14 @@ static int srn_tcp_hello_ack(struct srn_tcp_link *l, uint32_t err)
 }
 
 /* Queues the answer to the current request: data, or a NAK. */
-static int srn_tcp_answer(struct srn_tcp_link *c, unsigned op,
-			  const void *data, uint32_t len, uint64_t val)
+static int srn_tcp_answer(struct srn_tcp_link *c, unsigned op, const void *data,
+			  uint32_t len, uint64_t val)
 {
-	struct srn_tcp_answer a = { .op = (uint8_t)op, .psn = c->rx.hdr.psn,
-				    .data = data, .len = len, .val = val };
+	struct srn_tcp_answer a = { .op = (uint8_t)op,
+				    .psn = c->rx.hdr.psn,
+				    .data = data,
+				    .len = len,
+				    .val = val };
 
 	if (op == SRN_WOP_ACK)
 		a.status = c->ws;
@@ -93,17 +96,16 @@ static int srn_tcp_take_rwqe(struct srn_tcp_link *c)
 }
 
 /* The target's own key check, into a pointer. */
-static uint32_t srn_tcp_key(struct srn_tcp_link *c, uint32_t key,
-			    uint64_t addr, uint64_t len, unsigned acc,
-			    uint8_t **ptr)
+static uint32_t srn_tcp_key(struct srn_tcp_link *c, uint32_t key, uint64_t addr,
+			    uint64_t len, unsigned acc, uint8_t **ptr)
 {
 	struct srn_qp *qp = c->qp;
 	struct srn_key_ref ref;
 
 	if (!(qp->attr.qp_access_flags & acc))
 		return SRN_WS_REM_INV_REQ;
-	if (len && srn_key_check(srn_ctx_tpt(qp->ctx), key, qp->pd->handle,
-				 acc, addr, len, &ref) != SRN_KEY_OK)
+	if (len && srn_key_check(srn_ctx_tpt(qp->ctx), key, qp->pd->handle, acc,
+				 addr, len, &ref) != SRN_KEY_OK)
 		return SRN_WS_REM_ACCESS;
 	*ptr = len ? (uint8_t *)(uintptr_t)(ref.va + (addr - ref.iova)) : NULL;
 	return SRN_WS_OK;
@@ -137,8 +139,10 @@ static int srn_tcp_send_sink(struct srn_tcp_link *c,
 			*niov = 0;
 			return 0;
 		}
-		iov[i].iov_base = s->length ? (void *)(uintptr_t)(
-			ref.va + (s->addr - ref.iova)) : NULL;
+		iov[i].iov_base =
+			s->length ? (void *)(uintptr_t)(ref.va +
+							(s->addr - ref.iova)) :
+				    NULL;
 		iov[i].iov_len = s->length;
 		cap += s->length;
 	}

@@ -50,7 +50,8 @@ static void srn_tcp_req_hdr(const struct srn_swqe *w, struct srn_wire_hdr *h)
 	switch (w->opcode) {
 	case IBV_WR_SEND:
 	case IBV_WR_SEND_WITH_IMM:
-		srn_wire_hdr_init(h, SRN_WOP_SEND, w->psn, (uint32_t)w->total_len);
+		srn_wire_hdr_init(h, SRN_WOP_SEND, w->psn,
+				  (uint32_t)w->total_len);
 		break;
 	case IBV_WR_RDMA_WRITE:
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
@@ -93,7 +94,8 @@ static bool srn_tcp_credit(struct srn_qp *qp, struct srn_tcp_qp *tq)
 
 /* The payload of a READ or atomic request: the operands, or nothing. */
 static unsigned srn_tcp_atomic_iov(const struct srn_swqe *w,
-				   struct srn_wire_atomic *at, struct iovec *iov)
+				   struct srn_wire_atomic *at,
+				   struct iovec *iov)
 {
 	if (!(srn_opcode_get(w->opcode)->flags & SRN_OP_REMOTE_ATOMIC))
 		return 0;
@@ -202,7 +204,8 @@ static bool srn_tcp_is_req_link(struct srn_tcp_link *l)
 {
 	/* acquire: pairs with the releases in srn_tcp_connect (tq is freed
 	 * only under the progress lock, which we hold) */
-	struct srn_tcp_qp *tq = __atomic_load_n(&l->qp->tstate, __ATOMIC_ACQUIRE);
+	struct srn_tcp_qp *tq =
+		__atomic_load_n(&l->qp->tstate, __ATOMIC_ACQUIRE);
 
 	return tq && __atomic_load_n(&tq->link, __ATOMIC_ACQUIRE) == l;
 }
@@ -299,7 +302,8 @@ int srn_tcp_req_on_hdr(struct srn_tcp_link *l, const struct srn_wire_hdr *h,
  * sends them again after the target's timer (h->rkey); false: the QP's
  * rnr_retry is used up (7: never), the WQE fails.
  */
-static bool srn_tcp_rnr_nak(struct srn_tcp_link *l, const struct srn_wire_hdr *h)
+static bool srn_tcp_rnr_nak(struct srn_tcp_link *l,
+			    const struct srn_wire_hdr *h)
 {
 	struct srn_qp *qp = l->qp;
 	struct srn_tcp_qp *tq = __atomic_load_n(&qp->tstate, __ATOMIC_ACQUIRE);
@@ -371,8 +375,7 @@ int srn_tcp_req_on_msg(struct srn_tcp_link *l, const struct srn_wire_hdr *h)
 		struct srn_tcp_qp *tq =
 			__atomic_load_n(&qp->tstate, __ATOMIC_ACQUIRE);
 
-		atomic_fetch_sub_explicit(&tq->rd_out, 1,
-					  memory_order_release);
+		atomic_fetch_sub_explicit(&tq->rd_out, 1, memory_order_release);
 		if (atomic_load_explicit(&qp->ctx->nstalled,
 					 memory_order_relaxed))
 			srn_progress_request_retry(); /* a credit stall */
@@ -389,8 +392,8 @@ int srn_tcp_req_on_msg(struct srn_tcp_link *l, const struct srn_wire_hdr *h)
 bool srn_tcp_req_down(struct srn_tcp_link *l)
 {
 	return srn_tcp_is_req_link(l) &&
-	       l->resp_pos != __atomic_load_n(&l->qp->sq.sent,
-					      __ATOMIC_ACQUIRE);
+	       l->resp_pos !=
+		       __atomic_load_n(&l->qp->sq.sent, __ATOMIC_ACQUIRE);
 }
 
 /* ---- connection ---- */

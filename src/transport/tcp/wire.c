@@ -13,11 +13,16 @@
 #include "transport/tcp/wire.h"
 
 const char *const srn_wire_op_names[] = {
-	[SRN_WOP_HELLO] = "HELLO",	     [SRN_WOP_HELLO_ACK] = "HELLO_ACK",
-	[SRN_WOP_SEND] = "SEND",	     [SRN_WOP_WRITE] = "WRITE",
-	[SRN_WOP_READ_REQ] = "READ_REQ",     [SRN_WOP_ATOMIC] = "ATOMIC",
-	[SRN_WOP_ACK] = "ACK",		     [SRN_WOP_READ_RESP] = "READ_RESP",
-	[SRN_WOP_ATOMIC_RESP] = "ATOMIC_RESP", [SRN_WOP_BYE] = "BYE",
+	[SRN_WOP_HELLO] = "HELLO",
+	[SRN_WOP_HELLO_ACK] = "HELLO_ACK",
+	[SRN_WOP_SEND] = "SEND",
+	[SRN_WOP_WRITE] = "WRITE",
+	[SRN_WOP_READ_REQ] = "READ_REQ",
+	[SRN_WOP_ATOMIC] = "ATOMIC",
+	[SRN_WOP_ACK] = "ACK",
+	[SRN_WOP_READ_RESP] = "READ_RESP",
+	[SRN_WOP_ATOMIC_RESP] = "ATOMIC_RESP",
+	[SRN_WOP_BYE] = "BYE",
 };
 
 /* The operations that take a request sequence number. */
@@ -32,17 +37,20 @@ static int64_t srn_wire_payload_len(const struct srn_wire_hdr *h)
 {
 	switch (h->opcode) {
 	case SRN_WOP_HELLO:
-		return h->len == sizeof(struct srn_wire_hello) ? (int64_t)h->len :
-							      -EPROTO;
+		return h->len == sizeof(struct srn_wire_hello) ?
+			       (int64_t)h->len :
+			       -EPROTO;
 	case SRN_WOP_ATOMIC:
-		return h->len == sizeof(struct srn_wire_atomic) ? (int64_t)h->len :
-								  -EPROTO;
+		return h->len == sizeof(struct srn_wire_atomic) ?
+			       (int64_t)h->len :
+			       -EPROTO;
 	case SRN_WOP_ATOMIC_RESP:
 		return h->len == 8 ? 8 : -EPROTO;
 	case SRN_WOP_SEND:
 	case SRN_WOP_WRITE:
 	case SRN_WOP_READ_RESP:
-		return h->len <= SRN_WIRE_MAX_PAYLOAD ? (int64_t)h->len : -EPROTO;
+		return h->len <= SRN_WIRE_MAX_PAYLOAD ? (int64_t)h->len :
+							-EPROTO;
 	case SRN_WOP_READ_REQ: /* len is the amount asked for */
 		return h->len <= SRN_WIRE_MAX_PAYLOAD ? 0 : -EPROTO;
 	case SRN_WOP_ACK:
@@ -86,8 +94,8 @@ void srn_wire_rx_init(struct srn_wire_rx *rx)
 
 /* A complete header: check it and its sequence number (once), then ask
  * the sink where its payload goes (again after a pause). */
-static int srn_wire_rx_hdr(struct srn_wire_rx *rx, const struct srn_wire_sink *s,
-			   void *ctx)
+static int srn_wire_rx_hdr(struct srn_wire_rx *rx,
+			   const struct srn_wire_sink *s, void *ctx)
 {
 	int64_t len;
 	int err;
@@ -143,8 +151,7 @@ static size_t srn_wire_rx_dst(struct srn_wire_rx *rx, uint8_t **dst)
 		       rx->payload_left;
 }
 
-static void srn_wire_rx_advance(struct srn_wire_rx *rx, bool discard,
-				size_t n)
+static void srn_wire_rx_advance(struct srn_wire_rx *rx, bool discard, size_t n)
 {
 	rx->payload_left -= n;
 	if (!discard)
@@ -216,8 +223,7 @@ int srn_wire_feed(struct srn_wire_rx *rx, const uint8_t *buf, size_t n,
 }
 
 /* A large payload goes from the socket straight into its destination. */
-static bool srn_wire_rx_direct(struct srn_wire_rx *rx, uint8_t **dst,
-			       size_t *k)
+static bool srn_wire_rx_direct(struct srn_wire_rx *rx, uint8_t **dst, size_t *k)
 {
 	if (!rx->sink_ready || rx->payload_left < SRN_WIRE_DIRECT_MIN)
 		return false;
@@ -245,8 +251,8 @@ static int srn_wire_rx_staged(struct srn_wire_rx *rx,
  * level-triggered), -EAGAIN when the sink paused the parser (call again
  * later), -ECONNRESET at end of stream, or another -errno on error.
  */
-int srn_wire_recv(struct srn_wire_rx *rx, int fd,
-		  const struct srn_wire_sink *s, void *ctx)
+int srn_wire_recv(struct srn_wire_rx *rx, int fd, const struct srn_wire_sink *s,
+		  void *ctx)
 {
 	for (;;) {
 		bool direct, drained;

@@ -48,8 +48,8 @@ int64_t srn_wire_hdr_check(const struct srn_wire_hdr *h);
 void srn_wire_rx_init(struct srn_wire_rx *rx);
 int srn_wire_feed(struct srn_wire_rx *rx, const uint8_t *buf, size_t n,
 		  const struct srn_wire_sink *s, void *ctx, size_t *used_p);
-int srn_wire_recv(struct srn_wire_rx *rx, int fd,
-		  const struct srn_wire_sink *s, void *ctx);
+int srn_wire_recv(struct srn_wire_rx *rx, int fd, const struct srn_wire_sink *s,
+		  void *ctx);
 void srn_wire_hdr_init(struct srn_wire_hdr *h, unsigned op, uint32_t psn,
 		       uint32_t len);
 
