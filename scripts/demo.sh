@@ -4,37 +4,68 @@
 # processes on this host) over softrnic and prints the client's results
 # and a summary. Exits non-zero if any step fails.
 #   scripts/demo.sh        (SOFTRNIC_BUILD_DIR: build directory, default build)
+#   scripts/demo.sh --installed     (or SOFTRNIC_INSTALLED=1)
+# With --installed it builds nothing and uses the installed softrnic, the
+# one on PATH (the .deb's, or cmake --install's), with its own libraries.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$(pwd)
 build=${SOFTRNIC_BUILD_DIR:-build}
+installed=${SOFTRNIC_INSTALLED:-0}
+case "${1:-}" in
+--installed) installed=1 ;;
+"") ;;
+*)
+	echo "usage: scripts/demo.sh [--installed]" >&2
+	exit 2
+	;;
+esac
 
 say() { printf '\n===== %s\n' "$*"; }
 
 say "dependencies"
 ./scripts/install-deps.sh </dev/null
 
-say "build (Release, $build)"
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release
-cmake --build "$build" -j2
-
-for f in "$build/bin/softrnic" "$build/lib/libibverbs.so.1"; do
-	if [ ! -e "$f" ]; then
-		echo "demo: $f was not built" >&2
+if [ "$installed" = 1 ]; then
+	# The installed tool, and the library directory it puts first on
+	# LD_LIBRARY_PATH (the private one next to it).
+	unset SOFTRNIC_LIB_DIR
+	if ! srn=$(command -v softrnic); then
+		echo "demo: softrnic is not on PATH; install it first" >&2
 		exit 1
 	fi
-done
+	# shellcheck disable=SC2016 # expanded by the inner shell
+	lib=$("$srn" exec -- sh -c 'printf "%s\n" "${LD_LIBRARY_PATH%%:*}"')
+	say "installed softrnic: $srn, libraries in $lib (no build)"
+	if [ ! -e "$lib/libibverbs.so.1" ]; then
+		echo "demo: $lib/libibverbs.so.1 is not installed" >&2
+		exit 1
+	fi
+else
+	say "build (Release, $build)"
+	cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release
+	cmake --build "$build" -j2
 
-say "$build/bin/softrnic devinfo"
-if ! "$build/bin/softrnic" devinfo; then
+	for f in "$build/bin/softrnic" "$build/lib/libibverbs.so.1"; do
+		if [ ! -e "$f" ]; then
+			echo "demo: $f was not built" >&2
+			exit 1
+		fi
+	done
+	srn=$build/bin/softrnic
+	case "$build" in
+	/*) lib=$build/lib ;;
+	*) lib=$root/$build/lib ;;
+	esac
+fi
+
+say "$srn devinfo"
+if ! "$srn" devinfo; then
 	echo "demo: 'softrnic devinfo' failed" >&2
 	exit 1
 fi
 
-case "$build" in
-/*) export SOFTRNIC_LIB_DIR=$build/lib ;;
-*) export SOFTRNIC_LIB_DIR=$root/$build/lib ;;
-esac
+export SOFTRNIC_LIB_DIR=$lib
 PT=(-d softrnic0 -x 0)
 runs=(
 	"ibv_rc_pingpong -g 0"

@@ -17,6 +17,7 @@ pkgs=(
 	ucx-utils libfabric-bin          # ucx_perftest, fi_* (benchmarks)
 	clang libclang-rt-14-dev         # libFuzzer (wire parser)
 	iperf3                           # the TCP limit (bench-tcp.sh)
+	dpkg-dev file                    # the .deb: cpack's dpkg-shlibdeps, file
 	"$@"
 )
 

@@ -1,12 +1,27 @@
 #!/bin/bash
 # Runs every test: installs what is missing, builds, then runs the whole
 # CTest suite (unit, functional in threads and processes, ABI, Debian's
-# own binaries in pairs, faults), then the sanitizer builds.
+# own binaries in pairs, faults, the install tree), then the Debian package
+# (scripts/package-test.sh: as root or with sudo; SOFTRNIC_SKIP_PACKAGE=1
+# skips it), then the sanitizer builds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 ./scripts/build.sh build
 (cd build && ctest --output-on-failure -j1 --timeout 300)
+# The Debian package: built, installed, checked, demo from it, removed.
+if [ "${SOFTRNIC_SKIP_PACKAGE:-0}" = 1 ]; then
+	echo "test: package test skipped (SOFTRNIC_SKIP_PACKAGE=1)"
+else
+	rc=0
+	./scripts/package-test.sh build || rc=$?
+	if [ $rc = 77 ]; then
+		echo "test: package test SKIPPED: needs root or sudo without a password"
+	elif [ $rc != 0 ]; then
+		echo "test: package test failed (exit $rc)" >&2
+		exit $rc
+	fi
+fi
 if [ "${SOFTRNIC_SKIP_SANITIZERS:-0}" != 1 ]; then
 	# ASan+UBSan over the unit and functional tests.
 	./scripts/build.sh build-asan -DSRN_SANITIZE=address,undefined

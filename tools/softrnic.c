@@ -5,8 +5,10 @@
  *   softrnic exec -- CMD [ARGS...]   run CMD with softrnic's libibverbs first
  *   softrnic devinfo                 show the device as softrnic sees it
  *
- * The library is found next to this binary: <prefix>/bin/softrnic and
- * <prefix>/lib/libibverbs.so.1 (override with SOFTRNIC_LIB_DIR).
+ * The library is found relative to this binary (see lib_dir()): installed,
+ * <bindir>/softrnic and <libdir>/softrnic/libibverbs.so.1, a private
+ * directory the dynamic linker never searches by itself; in the build
+ * tree, bin/softrnic and lib/libibverbs.so.1. SOFTRNIC_LIB_DIR overrides.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -27,13 +29,38 @@
 
 static const char *const srn_cmd_names[] = { "exec", "devinfo", "stat", NULL };
 
+#ifndef SRN_REL_LIBDIR
+#define SRN_REL_LIBDIR "../lib/softrnic" /* from bindir; set by CMake */
+#endif
+
+/* 0 if dir holds a libibverbs.so.1, else -errno. */
+static int lib_in(const char *dir)
+{
+	char lib[PATH_MAX];
+
+	if (snprintf(lib, sizeof(lib), "%s/libibverbs.so.1", dir) >=
+	    (int)sizeof(lib))
+		return -ENAMETOOLONG;
+	return access(lib, F_OK) ? -errno : 0;
+}
+
+/*
+ * Where softrnic's libibverbs.so.1 is: $SOFTRNIC_LIB_DIR if set; else, next
+ * to this binary, the private directory of an installed copy
+ * (<exe dir>/SRN_REL_LIBDIR, e.g. ../lib/softrnic), then the build tree's
+ * <exe dir>/../lib. The installed directory is tried first so that another
+ * libibverbs.so.1 in <prefix>/lib (a source build of rdma-core in
+ * /usr/local, say) is never taken for softrnic's.
+ */
 static int lib_dir(char *buf, size_t len)
 {
+	static const char *const rel[] = { SRN_REL_LIBDIR, "../lib" };
 	const char *env = getenv("SOFTRNIC_LIB_DIR");
-	char exe[PATH_MAX];
+	char exe[PATH_MAX], real[PATH_MAX], *bin;
+	unsigned int i;
 	ssize_t n;
 
-	if (env) {
+	if (env && *env) {
 		snprintf(buf, len, "%s", env);
 		return 0;
 	}
@@ -41,8 +68,21 @@ static int lib_dir(char *buf, size_t len)
 	if (n < 0)
 		return -errno;
 	exe[n] = 0;
-	snprintf(buf, len, "%s/../lib", dirname(exe));
-	return 0;
+	bin = dirname(exe);
+	for (i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+		if (snprintf(buf, len, "%s/%s", bin, rel[i]) >= (int)len)
+			return -ENAMETOOLONG;
+		if (lib_in(buf))
+			continue;
+		if (realpath(buf, real))
+			snprintf(buf, len, "%s", real);
+		return 0;
+	}
+	fprintf(stderr,
+		"softrnic: libibverbs.so.1 is neither in %s/%s nor in "
+		"%s/../lib; set SOFTRNIC_LIB_DIR\n",
+		bin, SRN_REL_LIBDIR, bin);
+	return -ENOENT;
 }
 
 static void usage(FILE *f)
@@ -56,8 +96,9 @@ static void usage(FILE *f)
 		"path each uses\n"
 		"  --help                 this text; COMMAND --help for one "
 		"command\n"
+		"  --version              print softrnic's version\n"
 		"environment: SOFTRNIC_LIB_DIR, SOFTRNIC_IP, SOFTRNIC_LOG, "
-		"SOFTRNIC_TRANSPORT (see README)\n");
+		"SOFTRNIC_TRANSPORT, SOFTRNIC_PORT (see softrnic(1))\n");
 }
 
 static int cmd_exec(int argc, char **argv)
@@ -67,8 +108,8 @@ static int cmd_exec(int argc, char **argv)
 
 	if (argc > 1 && !strcmp(argv[1], "--help")) {
 		printf("usage: softrnic exec -- CMD [ARGS...]\n"
-		       "Runs CMD with softrnic's lib/ first on "
-		       "LD_LIBRARY_PATH, so unmodified verbs programs use "
+		       "Runs CMD with softrnic's library directory first "
+		       "on LD_LIBRARY_PATH, so unmodified verbs programs use "
 		       "softrnic0.\n");
 		return 0;
 	}
@@ -145,8 +186,8 @@ static void print_device(struct verbs_api *a, struct ibv_context *ctx)
 	       d.vendor_part_id, d.fw_ver);
 	printf("limits:        max_qp %d max_qp_wr %d max_sge %d max_cq %d "
 	       "max_cqe %d max_mr %d max_srq %d\n",
-	       d.max_qp, d.max_qp_wr, d.max_sge, d.max_cq, d.max_cqe,
-	       d.max_mr, d.max_srq);
+	       d.max_qp, d.max_qp_wr, d.max_sge, d.max_cq, d.max_cqe, d.max_mr,
+	       d.max_srq);
 	printf("atomics:       %s\n",
 	       d.atomic_cap == IBV_ATOMIC_HCA ? "HCA" : "none");
 	printf("port 1:        %s, link layer %s, MTU %d\n",
@@ -189,9 +230,8 @@ static int cmd_devinfo(int argc, char **argv)
 	return 0;
 }
 
-static const char *const srn_state_names[] = { "RESET", "INIT", "RTR",
-						 "RTS",	  "SQD",  "SQE",
-						 "ERR" };
+static const char *const srn_state_names[] = { "RESET", "INIT", "RTR", "RTS",
+					       "SQD",	"SQE",	"ERR" };
 
 /* Asks the owner of QP qpn (its abstract control socket) how it is
  * connected; prints one line. */

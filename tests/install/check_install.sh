@@ -68,8 +68,10 @@ ok "headers, ${pc#./}, man page"
 # The tool finds its libraries relative to itself.
 unset SOFTRNIC_LIB_DIR
 srn=$prefix/bin/softrnic
-"$srn" --version | grep -q -E '^softrnic [0-9]+\.[0-9]+\.[0-9]+$' ||
-	fail "softrnic --version"
+case "$("$srn" --version)" in
+"softrnic "[0-9]*.[0-9]*.[0-9]*) ;;
+*) fail "softrnic --version" ;;
+esac
 # shellcheck disable=SC2016 # expanded by the inner shell
 first=$("$srn" exec -- sh -c 'printf "%s\n" "${LD_LIBRARY_PATH%%:*}"')
 [ "$first" = "$(readlink -f "$priv")" ] ||
