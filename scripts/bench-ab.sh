@@ -8,6 +8,7 @@
 # docs/BENCHMARKS.md). Use it to show that a change costs nothing.
 #   scripts/bench-ab.sh LIBDIR_A LIBDIR_B [REPEATS] [LABEL_A] [LABEL_B]
 # LIBDIR_* hold libibverbs.so.1 (e.g. a worktree's build/lib).
+# SOFTRNIC_AB_ROWS=REGEX runs only the rows whose names match.
 # Pinned: server/target on CPU 0, client/initiator on CPU 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -89,6 +90,11 @@ tcp_write_lat_8|tcp|ib_write_lat -s 8 -n 5000|5
 tcp_send_lat_8|tcp|ib_send_lat -s 8 -n 5000|5
 tcp_write_bw_1m|tcp|ib_write_bw -s 1048576 -n 2000|4
 tcp_send_bw_1m|tcp|ib_send_bw -s 1048576 -n 2000|4"
+
+# SOFTRNIC_AB_ROWS=REGEX keeps only the rows whose name matches
+if [ -n "${SOFTRNIC_AB_ROWS:-}" ]; then
+	ROWS=$(grep -E "^(${SOFTRNIC_AB_ROWS})[|]" <<<"$ROWS" || true)
+fi
 
 tcp=0
 if [ "$(id -u)" = 0 ] && [ "${SOFTRNIC_BENCH_TCP:-1}" = 1 ]; then
