@@ -56,33 +56,41 @@ static int setup(int fd)
 	return setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
+/* tcp_pingpong server PORT: echoes forever (exits when the client goes). */
+static int server(const char *port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	char buf[65536];
+	int one = 1, l = socket(AF_INET, SOCK_STREAM, 0);
+	int fd;
+
+	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	sa.sin_port = htons(atoi(port));
+	if (bind(l, (void *)&sa, sizeof(sa)) || listen(l, 1))
+		return 1;
+	fd = accept(l, NULL, NULL);
+	setup(fd);
+	for (;;) {
+		uint32_t size;
+
+		xfer(fd, (char *)&size, sizeof(size), 0);
+		if (size > sizeof(buf))
+			return 1;
+		for (;;) {
+			xfer(fd, buf, size, 0);
+			xfer(fd, buf, size, 1);
+		}
+	}
+}
+
 int main(int argc, char **argv)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET };
 	char buf[65536];
 	int fd;
 
-	if (argc >= 3 && !strcmp(argv[1], "server")) {
-		int one = 1, l = socket(AF_INET, SOCK_STREAM, 0);
-
-		setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		sa.sin_port = htons(atoi(argv[2]));
-		if (bind(l, (void *)&sa, sizeof(sa)) || listen(l, 1))
-			return 1;
-		fd = accept(l, NULL, NULL);
-		setup(fd);
-		for (;;) {
-			uint32_t size;
-
-			xfer(fd, (char *)&size, sizeof(size), 0);
-			if (size > sizeof(buf))
-				return 1;
-			for (;;) {
-				xfer(fd, buf, size, 0);
-				xfer(fd, buf, size, 1);
-			}
-		}
-	}
+	if (argc >= 3 && !strcmp(argv[1], "server"))
+		return server(argv[2]);
 	if (argc >= 4 && !strcmp(argv[1], "client")) {
 		long iters = argc > 4 ? atol(argv[4]) : 100000;
 		uint32_t size = argc > 5 ? atol(argv[5]) : 8;

@@ -47,6 +47,8 @@ SRN_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *ibpd,
 	ah->ibah.pd = ibpd;
 	ah->pd = pd;
 	ah->attr = *attr;
+	/* relaxed: a reference taken while the caller holds the PD; the
+	 * count publishes nothing (the puts release it) */
 	atomic_fetch_add_explicit(&pd->refs, 1, memory_order_relaxed);
 	return &ah->ibah;
 }

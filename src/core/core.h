@@ -441,6 +441,7 @@ static inline struct srn_qp *to_sqp(struct ibv_qp *q)
 
 static inline enum ibv_qp_state srn_qp_state(const struct srn_qp *qp)
 {
+	/* acquire: pairs with the release in srn_qp_set_state */
 	return __atomic_load_n(&qp->ibqpx.qp_base.state, __ATOMIC_ACQUIRE);
 }
 

@@ -31,6 +31,9 @@ int srn_cq_view_init(struct srn_cq_view *v, void *seg_addr, size_t seg_size,
 		     int chan_fd, int kick_fd)
 {
 	struct srn_cq_shm *shm = seg_addr;
+	/* relaxed: the owner wrote the geometry before it passed the
+	 * segment (the socket orders that); a peer may change it since, so
+	 * it is read once and checked here */
 	uint32_t size = __atomic_load_n(&shm->size, __ATOMIC_RELAXED);
 	uint32_t off = __atomic_load_n(&shm->cqe_off, __ATOMIC_RELAXED);
 
@@ -50,6 +53,7 @@ int srn_cq_view_init(struct srn_cq_view *v, void *seg_addr, size_t seg_size,
 static void srn_cq_notify(const struct srn_cq_view *v, const struct srn_cqe *c)
 {
 	struct srn_cq_shm *shm = v->shm;
+	/* acquire: pairs with the release in srn_cq_arm */
 	uint32_t arm = __atomic_load_n(&shm->arm, __ATOMIC_ACQUIRE);
 
 	if (arm == SRN_CQ_ARM_NONE)
@@ -58,12 +62,14 @@ static void srn_cq_notify(const struct srn_cq_view *v, const struct srn_cqe *c)
 	    !(c->flags & SRN_CQE_SOLICITED))
 		return;
 	/* acq_rel: one producer wins the arm; pairs with the release in
-	 * srn_req_notify_cq */
+	 * srn_cq_arm and with this CAS in other producers' srn_cq_notify.
+	 * relaxed on failure: another producer fired the event */
 	if (!__atomic_compare_exchange_n(&shm->arm, &arm, SRN_CQ_ARM_NONE,
 					 false, __ATOMIC_ACQ_REL,
 					 __ATOMIC_RELAXED))
 		return;
-	/* release: pairs with the acquire in ibv_get_cq_event */
+	/* release: pairs with the acquire in srn_channel_take (called by
+	 * ibv_get_cq_event) */
 	__atomic_fetch_add(&shm->events, 1, __ATOMIC_RELEASE);
 	if (v->chan_fd >= 0)
 		srn_channel_signal(v->chan_fd);
@@ -73,31 +79,43 @@ static void srn_cq_notify(const struct srn_cq_view *v, const struct srn_cqe *c)
 int srn_cq_post(struct srn_cq_view *v, const struct srn_cqe *cqe)
 {
 	struct srn_cq_shm *shm = v->shm;
+	/* relaxed: only the CAS's first guess; the CAS below re-reads prod */
 	uint64_t p = __atomic_load_n(&shm->prod, __ATOMIC_RELAXED);
 	struct srn_cqe *slot;
 
 	do {
+		/* relaxed: a hint shared by this process's producers, a lower
+		 * bound of cons; the acquire of cons below is what orders */
 		uint64_t c = __atomic_load_n(&v->cons_seen, __ATOMIC_RELAXED);
 
 		if (p - c > v->mask) {
 			/* the known space is used up: read cons, a line the
 			 * owner writes. acquire: pairs with the release of
-			 * cons in srn_cq_drain */
+			 * cons in srn_cq_drain (and srn_cq_repair), so its
+			 * reads of the slots are over. relaxed: cons_seen is
+			 * only a hint (see above) */
 			c = __atomic_load_n(&shm->cons, __ATOMIC_ACQUIRE);
 			__atomic_store_n(&v->cons_seen, c, __ATOMIC_RELAXED);
 		}
 		if (p - c > v->mask) {
+			/* release: pairs with the acquire in
+			 * srn_cq_check_overflow (the flag publishes nothing
+			 * else) */
 			__atomic_store_n(&shm->overflow, 1, __ATOMIC_RELEASE);
 			if (v->kick_fd >= 0)
 				srn_kick_fd(v->kick_fd);
 			return -ENOSPC;
 		}
+		/* acq_rel: pairs with this CAS in other producers' srn_cq_post
+		 * and with the acquire of prod in srn_cq_repair; relaxed on
+		 * failure: p is the new guess, the space is checked again */
 	} while (!__atomic_compare_exchange_n(&shm->prod, &p, p + 1, true,
 					      __ATOMIC_ACQ_REL,
 					      __ATOMIC_RELAXED));
 	slot = &v->ring[p & v->mask];
 	memcpy(slot, cqe, offsetof(struct srn_cqe, owner_seq));
-	/* release: pairs with the acquire in srn_poll_cq */
+	/* release: pairs with the acquire of owner_seq in srn_cq_drain (and
+	 * srn_cq_repair): the CQE is written before its tag */
 	__atomic_store_n(&slot->owner_seq, (uint32_t)(p + 1), __ATOMIC_RELEASE);
 	srn_cq_notify(v, cqe);
 	return 0;
@@ -124,6 +142,10 @@ void srn_cq_check_overflow(struct srn_cq *cq)
 {
 	struct ibv_async_event ev;
 
+	/* acquire: pairs with the release in srn_cq_post. acq_rel: the
+	 * exchange pairs with itself in srn_cq_check_overflow on another
+	 * thread, so that one thread reports (relaxed would do: nothing
+	 * else is published with the flag) */
 	if (!__atomic_load_n(&cq->shm->overflow, __ATOMIC_ACQUIRE) ||
 	    __atomic_exchange_n(&cq->overflow_reported, 1, __ATOMIC_ACQ_REL))
 		return;
@@ -161,6 +183,9 @@ void srn_cq_peer_died(struct srn_cq *cq)
 {
 	uint64_t zero = 0;
 
+	/* relaxed (success and failure): a deadline, the first death sets
+	 * it; nothing is published with it, srn_cq_repair works under
+	 * cq->lock */
 	__atomic_compare_exchange_n(&cq->repair_after_ns, &zero,
 				    srn_now_ns() + SRN_CQ_REPAIR_NS, false,
 				    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
@@ -173,6 +198,7 @@ void srn_cq_peer_died(struct srn_cq *cq)
  */
 bool srn_cq_repair(struct srn_cq *cq)
 {
+	/* relaxed: the deadline set by srn_cq_peer_died, a plain value */
 	uint64_t after =
 		__atomic_load_n(&cq->repair_after_ns, __ATOMIC_RELAXED);
 	bool skipped = false;
@@ -180,6 +206,8 @@ bool srn_cq_repair(struct srn_cq *cq)
 	if (srn_likely(!after) || srn_now_ns() < after)
 		return false;
 	srn_lock(&cq->lock);
+	/* acquire: pairs with the CAS of prod in srn_cq_post, then with the
+	 * release of owner_seq in srn_cq_post */
 	if (__atomic_load_n(&cq->shm->prod, __ATOMIC_ACQUIRE) > cq->cons &&
 	    __atomic_load_n(&cq->ring[cq->cons & cq->mask].owner_seq,
 			    __ATOMIC_ACQUIRE) != (uint32_t)(cq->cons + 1)) {
@@ -187,6 +215,7 @@ bool srn_cq_repair(struct srn_cq *cq)
 			 "dead peer",
 			 cq->handle);
 		cq->cons++;
+		/* release: pairs with the acquire of cons in srn_cq_post */
 		__atomic_store_n(&cq->shm->cons, cq->cons, __ATOMIC_RELEASE);
 		skipped = true;
 	}
@@ -278,7 +307,8 @@ int srn_cq_del(struct srn_cq *cq)
 {
 	struct srn_context *ctx = cq->ctx;
 
-	/* acquire: pairs with the release in the QP/SRQ destroy */
+	/* acquire: pairs with the release of refs in srn_qp_get_refs (a
+	 * QP's put; SRQs hold no CQ reference) */
 	if (atomic_load_explicit(&cq->refs, memory_order_acquire))
 		return -EBUSY;
 	pthread_mutex_lock(&ctx->lock);

@@ -70,9 +70,12 @@ int srn_tpt_lookup(const struct srn_tpt_shm *tpt, uint32_t key,
 	k = __atomic_load_n(&e->key, __ATOMIC_ACQUIRE);
 	if (!key || k != key)
 		return -ENOENT;
-	/* acquire on each field keeps the second read of key after them
-	 * (a seqlock read side without a fence) */
 	ref->key = k;
+	/* acquire: the acquire of key above pairs with the release of key
+	 * in srn_mr_publish, which published these fields; the acquire on
+	 * each field only keeps the second read of key after them (a
+	 * seqlock read side without a fence). relaxed: that second read,
+	 * ordered by them; a different key means a torn copy */
 	ref->pd_handle = __atomic_load_n(&e->pd_handle, __ATOMIC_ACQUIRE);
 	ref->access = __atomic_load_n(&e->access, __ATOMIC_ACQUIRE);
 	ref->iova = __atomic_load_n(&e->iova, __ATOMIC_ACQUIRE);
@@ -136,6 +139,8 @@ static void srn_mr_publish(struct srn_context *ctx, struct srn_mr *mr)
 	struct srn_tpt_entry *e = &srn_ctx_tpt(ctx)->entry[mr->index];
 	uint32_t key = (srn_key_tag() << SRN_KEY_INDEX_BITS) | mr->index;
 
+	/* relaxed: the entry is free (key 0), so no reader uses these
+	 * fields until the release of key below publishes them */
 	__atomic_store_n(&e->pd_handle, mr->pd->handle, __ATOMIC_RELAXED);
 	__atomic_store_n(&e->access, mr->access, __ATOMIC_RELAXED);
 	__atomic_store_n(&e->iova, mr->iova, __ATOMIC_RELAXED);
@@ -143,7 +148,7 @@ static void srn_mr_publish(struct srn_context *ctx, struct srn_mr *mr)
 			 __ATOMIC_RELAXED);
 	__atomic_store_n(&e->va, (uint64_t)(uintptr_t)mr->ibmr.addr,
 			 __ATOMIC_RELAXED);
-	/* release: pairs with the acquire in srn_tpt_lookup */
+	/* release: pairs with the acquire of key in srn_tpt_lookup */
 	__atomic_store_n(&e->key, key, __ATOMIC_RELEASE);
 	mr->ibmr.lkey = key;
 	mr->ibmr.rkey = (mr->access &
@@ -157,7 +162,10 @@ static void srn_mr_unpublish(struct srn_context *ctx, struct srn_mr *mr)
 {
 	struct srn_tpt_entry *e = &srn_ctx_tpt(ctx)->entry[mr->index];
 
-	/* release: readers that still see the old key saw old fields */
+	/* release: pairs with the acquire of key in srn_tpt_lookup, which
+	 * then finds the entry gone. It orders nothing after it: the field
+	 * stores of the next srn_mr_publish of this index are kept after
+	 * it only by ctx->lock, not by a fence */
 	__atomic_store_n(&e->key, 0, __ATOMIC_RELEASE);
 }
 
@@ -233,6 +241,8 @@ static struct ibv_mr *srn_reg_mr(struct ibv_pd *ibpd, void *addr, size_t length,
 	mr->ibmr.handle = mr->index;
 	srn_mr_publish(ctx, mr);
 	pthread_mutex_unlock(&ctx->lock);
+	/* relaxed: a reference taken while the caller holds the PD; the
+	 * count publishes nothing (the puts release it) */
 	atomic_fetch_add_explicit(&mr->pd->refs, 1, memory_order_relaxed);
 	return &mr->ibmr;
 fail_put:

@@ -38,7 +38,8 @@ SRN_EXPORT int ibv_dealloc_pd(struct ibv_pd *ibpd)
 	struct srn_context *ctx = to_sctx(ibpd->context);
 	struct srn_pd *pd = to_spd(ibpd);
 
-	/* acquire: pairs with the release in the put of every user */
+	/* acquire: pairs with the release of refs in every put
+	 * (srn_qp_get_refs, ibv_dereg_mr, srn_srq_destroy, ibv_destroy_ah) */
 	if (atomic_load_explicit(&pd->refs, memory_order_acquire))
 		return EBUSY;
 	pthread_mutex_lock(&ctx->lock);

@@ -144,23 +144,27 @@ static void srn_qp_init_public(struct srn_qp *qp, struct ibv_qp_init_attr_ex *a)
 
 static void srn_qp_get_refs(struct srn_qp *qp, int delta)
 {
-	/* release on put: pairs with the acquire in the owners' destroy */
 	if (delta > 0) {
+		/* relaxed: references taken while the caller holds the
+		 * objects; the counts publish nothing (the puts release) */
 		atomic_fetch_add_explicit(&qp->pd->refs, 1,
 					  memory_order_relaxed);
 		atomic_fetch_add_explicit(&qp->send_cq->refs, 1,
 					  memory_order_relaxed);
 		atomic_fetch_add_explicit(&qp->recv_cq->refs, 1,
 					  memory_order_relaxed);
-		if (qp->srq)
+		if (qp->srq) /* relaxed: as above */
 			atomic_fetch_add_explicit(&qp->srq->refs, 1,
 						  memory_order_relaxed);
 		return;
 	}
+	/* release: our use of each object is over before its count drops;
+	 * pairs with the acquire of refs in ibv_dealloc_pd, srn_cq_del and
+	 * srn_srq_del */
 	atomic_fetch_sub_explicit(&qp->pd->refs, 1, memory_order_release);
 	atomic_fetch_sub_explicit(&qp->send_cq->refs, 1, memory_order_release);
 	atomic_fetch_sub_explicit(&qp->recv_cq->refs, 1, memory_order_release);
-	if (qp->srq)
+	if (qp->srq) /* release: pairs with the acquire in srn_srq_del */
 		atomic_fetch_sub_explicit(&qp->srq->refs, 1,
 					  memory_order_release);
 }
@@ -297,9 +301,13 @@ void srn_qp_apply_attr(struct srn_qp *qp, const struct ibv_qp_attr *a, int mask)
 	SRN_COPY(IBV_QP_PATH_MIG_STATE, path_mig_state);
 	SRN_COPY(IBV_QP_EN_SQD_ASYNC_NOTIFY, en_sqd_async_notify);
 #undef SRN_COPY
-	if (mask & IBV_QP_ACCESS_FLAGS) /* release: peers check it */
+	/* release: pairs with the acquire in srn_target_allows (peers check
+	 * it); it publishes nothing else */
+	if (mask & IBV_QP_ACCESS_FLAGS)
 		__atomic_store_n(&qp->shm->qp_access_flags, a->qp_access_flags,
 				 __ATOMIC_RELEASE);
+	/* release: pairs with the acquire in srn_ctl_on_stat; it publishes
+	 * nothing else */
 	if (mask & IBV_QP_DEST_QPN)
 		__atomic_store_n(&qp->shm->dest_qpn, a->dest_qp_num,
 				 __ATOMIC_RELEASE);
@@ -310,9 +318,12 @@ void srn_qp_reset_queues(struct srn_qp *qp)
 {
 	qp->sq.prod = qp->sq.sent = qp->sq.cons = 0;
 	if (!qp->srq) {
+		/* relaxed: only srn_rq_post writes prod, under rq_lock (held) */
 		uint64_t p =
 			__atomic_load_n(&qp->shm->rq.prod, __ATOMIC_RELAXED);
-		/* nobody is connected any more: drop what was posted */
+		/* nobody is connected any more: drop what was posted.
+		 * release: pairs with the acquire of cons in srn_rq_post and
+		 * srn_rq_peek */
 		__atomic_store_n(&qp->shm->rq.cons, p, __ATOMIC_RELEASE);
 	}
 }
@@ -399,8 +410,10 @@ int srn_sq_push(struct srn_qp *qp, const struct ibv_send_wr *wr)
 		w->rkey = wr->wr.rdma.rkey;
 	}
 	srn_sq_fill_data(qp, w, wr);
-	/* release: the WQE is complete before its position is (pairs with
-	 * the acquire in a transport's response handler) */
+	/* release: the WQE is complete before its position is. No load of
+	 * prod pairs with it (more than needed): prod is read only under
+	 * sq_lock (srn_req_run, srn_req_flush), which orders the WQE; the
+	 * lock's acquire in srn_lock pairs with the release in srn_unlock */
 	__atomic_store_n(&sq->prod, sq->prod + 1, __ATOMIC_RELEASE);
 	return 0;
 }
@@ -431,8 +444,9 @@ void srn_qp_query(struct srn_qp *qp, struct ibv_qp_attr *attr,
  * then needs a kick)? Clears the flag. */
 bool srn_qp_take_peer_waiting(struct srn_qp *qp)
 {
-	/* acq_rel: pairs with the release in the initiator's stall
-	 * (srn_resp_peek_recv) */
+	/* relaxed: the first load only skips the exchange when nobody
+	 * waits. acq_rel: the exchange pairs with the release in the
+	 * initiator's stall (srn_resp_peek_recv) */
 	return __atomic_load_n(&qp->shm->rq.peer_waiting, __ATOMIC_RELAXED) &&
 	       __atomic_exchange_n(&qp->shm->rq.peer_waiting, 0,
 				   __ATOMIC_ACQ_REL);

@@ -40,6 +40,9 @@ void srn_rq_init(struct srn_rq_shm *rq, uint32_t size, uint32_t max_sge,
 int srn_rq_view_init(struct srn_rq_view *v, struct srn_rq_shm *rq,
 		     void *seg_base, size_t seg_size)
 {
+	/* relaxed: the owner wrote the geometry (srn_rq_init) before it
+	 * passed the segment (the socket orders that); a peer may change it
+	 * since, so it is read once and checked here */
 	uint32_t size = __atomic_load_n(&rq->size, __ATOMIC_RELAXED);
 	uint32_t max_sge = __atomic_load_n(&rq->max_sge, __ATOMIC_RELAXED);
 	uint32_t stride = __atomic_load_n(&rq->stride, __ATOMIC_RELAXED);
@@ -68,23 +71,29 @@ static struct srn_rwqe *srn_rq_slot(const struct srn_rq_view *v, uint64_t i)
 int srn_rq_post(struct srn_rq_view *v, const struct ibv_recv_wr *wr)
 {
 	struct srn_rq_shm *rq = v->rq;
+	/* relaxed: only this function writes prod, under the queue lock */
 	uint64_t p = __atomic_load_n(&rq->prod, __ATOMIC_RELAXED);
 	struct srn_rwqe *w;
 
 	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > v->max_sge)
 		return -EINVAL;
 	/* Read cons (a line the consumers write) only when the space known
-	 * from the last read is used up. acquire: pairs with the CAS in
-	 * srn_rq_commit, so the consumer's copy of the slot is done. */
+	 * from the last read is used up. */
 	if (p - v->cons_seen > v->mask) {
+		/* acquire: pairs with the CAS in srn_rq_commit (and the
+		 * release in srn_qp_reset_queues), so the consumer's copy of
+		 * the slot is done */
 		v->cons_seen = __atomic_load_n(&rq->cons, __ATOMIC_ACQUIRE);
 		if (p - v->cons_seen > v->mask)
 			return -ENOMEM;
 	}
 	w = srn_rq_slot(v, p);
+	/* relaxed: the slot is free (cons passed it); the release of
+	 * owner_seq below publishes the entry */
 	__atomic_store_n(&w->wr_id, wr->wr_id, __ATOMIC_RELAXED);
 	__atomic_store_n(&w->num_sge, (uint32_t)wr->num_sge, __ATOMIC_RELAXED);
 	for (int i = 0; i < wr->num_sge; i++) {
+		/* relaxed: published by the release of owner_seq below */
 		__atomic_store_n(&w->sge[i].addr, wr->sg_list[i].addr,
 				 __ATOMIC_RELAXED);
 		__atomic_store_n(&w->sge[i].length, wr->sg_list[i].length,
@@ -94,6 +103,7 @@ int srn_rq_post(struct srn_rq_view *v, const struct ibv_recv_wr *wr)
 	}
 	/* release: pairs with the acquire of owner_seq in srn_rq_peek */
 	__atomic_store_n(&w->owner_seq, (uint32_t)(p + 1), __ATOMIC_RELEASE);
+	/* release: pairs with the acquire of prod in srn_rq_count */
 	__atomic_store_n(&rq->prod, p + 1, __ATOMIC_RELEASE);
 	return 0;
 }
@@ -102,13 +112,18 @@ static int srn_rq_copy(const struct srn_rq_view *v, uint64_t i,
 		       struct srn_rwqe *out)
 {
 	const struct srn_rwqe *w = srn_rq_slot(v, i);
+	/* relaxed: after the acquire of owner_seq in srn_rq_peek; if the
+	 * slot is reused meanwhile the copy is torn, and the CAS in
+	 * srn_rq_commit fails and drops it */
 	uint32_t n = __atomic_load_n(&w->num_sge, __ATOMIC_RELAXED);
 
+	/* relaxed: as above */
 	out->wr_id = __atomic_load_n(&w->wr_id, __ATOMIC_RELAXED);
 	out->num_sge = n;
 	if (n > v->max_sge)
 		return -EPROTO;
 	for (uint32_t k = 0; k < n; k++) {
+		/* relaxed: as above */
 		out->sge[k].addr =
 			__atomic_load_n(&w->sge[k].addr, __ATOMIC_RELAXED);
 		out->sge[k].length =
@@ -129,6 +144,8 @@ int srn_rq_peek(const struct srn_rq_view *v, struct srn_rwqe *out,
 		uint64_t *pos_p)
 {
 	struct srn_rq_shm *rq = v->rq;
+	/* acquire: pairs with the CAS in srn_rq_commit (another consumer's
+	 * claim) and the release in srn_qp_reset_queues */
 	uint64_t c = __atomic_load_n(&rq->cons, __ATOMIC_ACQUIRE);
 
 	for (;;) {
@@ -142,7 +159,8 @@ int srn_rq_peek(const struct srn_rq_view *v, struct srn_rwqe *out,
 			*pos_p = c;
 			return srn_rq_copy(v, c, out);
 		}
-		/* not posted yet, or cons moved on and the slot was reused */
+		/* not posted yet, or cons moved on and the slot was reused.
+		 * acquire: pairs with the CAS in srn_rq_commit, as above */
 		c2 = __atomic_load_n(&rq->cons, __ATOMIC_ACQUIRE);
 		if (c2 == c) {
 			*pos_p = c;
@@ -156,7 +174,8 @@ int srn_rq_peek(const struct srn_rq_view *v, struct srn_rwqe *out,
 bool srn_rq_commit(const struct srn_rq_view *v, uint64_t pos)
 {
 	/* acq_rel: the copy happened before the claim; pairs with the
-	 * acquire of cons in srn_rq_post */
+	 * acquire of cons in srn_rq_post and srn_rq_peek. relaxed on
+	 * failure: the copy is dropped, the caller peeks again */
 	return __atomic_compare_exchange_n(&v->rq->cons, &pos, pos + 1, false,
 					   __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
 }
@@ -177,6 +196,9 @@ int srn_rq_claim(const struct srn_rq_view *v, struct srn_rwqe *out)
 
 uint32_t srn_rq_count(const struct srn_rq_view *v)
 {
+	/* acquire: pairs with the release of prod in srn_rq_post and with
+	 * the CAS of cons in srn_rq_commit (a count: nothing is read after
+	 * them, relaxed would do) */
 	uint64_t p = __atomic_load_n(&v->rq->prod, __ATOMIC_ACQUIRE);
 	uint64_t c = __atomic_load_n(&v->rq->cons, __ATOMIC_ACQUIRE);
 

@@ -81,6 +81,8 @@ int srn_srq_create(struct ibv_pd *ibpd, struct ibv_srq_init_attr *attr,
 	srq->ibsrq.handle = srq->handle;
 	pthread_mutex_init(&srq->ibsrq.mutex, NULL);
 	pthread_cond_init(&srq->ibsrq.cond, NULL);
+	/* relaxed: a reference taken while the caller holds the PD; the
+	 * count publishes nothing (the puts release it) */
 	atomic_fetch_add_explicit(&srq->pd->refs, 1, memory_order_relaxed);
 	pthread_mutex_lock(&ctx->lock);
 	srn_list_add_tail(&srq->ctx_link, &ctx->srqs);
@@ -98,7 +100,8 @@ int srn_srq_del(struct srn_srq *srq)
 {
 	struct srn_context *ctx = srq->ctx;
 
-	/* acquire: pairs with the release in srn_qp_destroy */
+	/* acquire: pairs with the release of refs in srn_qp_get_refs (a
+	 * QP's put) */
 	if (atomic_load_explicit(&srq->refs, memory_order_acquire))
 		return -EBUSY;
 	pthread_mutex_lock(&ctx->lock);
@@ -142,6 +145,9 @@ SRN_EXPORT int ibv_query_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr)
 
 	attr->max_wr = srq->max_wr;
 	attr->max_sge = srq->max_sge;
+	/* acquire: pairs with the release in ibv_modify_srq and the CAS in
+	 * srn_srq_limit_consumed (nothing is read after it: relaxed would
+	 * do) */
 	attr->srq_limit =
 		__atomic_load_n(&srq->shm->rq.limit, __ATOMIC_ACQUIRE);
 	return 0;
@@ -169,7 +175,9 @@ int srn_srq_post(struct srn_srq *srq, struct ibv_recv_wr *wr,
  * the flag. */
 bool srn_srq_take_peer_waiting(struct srn_srq *srq)
 {
-	/* acq_rel: pairs with the release in srn_resp_peek_recv */
+	/* relaxed: the first load only skips the exchange when nobody
+	 * waits. acq_rel: the exchange pairs with the release in
+	 * srn_resp_peek_recv */
 	return __atomic_load_n(&srq->shm->rq.peer_waiting, __ATOMIC_RELAXED) &&
 	       __atomic_exchange_n(&srq->shm->rq.peer_waiting, 0,
 				   __ATOMIC_ACQ_REL);
@@ -179,14 +187,19 @@ bool srn_srq_take_peer_waiting(struct srn_srq *srq)
 void srn_srq_limit_consumed(struct srn_rq_view *v, int owner_kick_fd)
 {
 	struct srn_rq_shm *rq = v->rq;
+	/* acquire: pairs with the release in ibv_modify_srq (the arming) */
 	uint32_t lim = __atomic_load_n(&rq->limit, __ATOMIC_ACQUIRE);
 
 	if (!lim || srn_rq_count(v) >= lim)
 		return;
-	/* acq_rel: only one consumer fires the event per arming */
+	/* acq_rel: only one consumer fires the event per arming; pairs
+	 * with the release in ibv_modify_srq and with this CAS in other
+	 * consumers' srn_srq_limit_consumed. relaxed on failure: somebody
+	 * else fired it, or the limit changed */
 	if (!__atomic_compare_exchange_n(&rq->limit, &lim, 0, false,
 					 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
 		return;
+	/* release: pairs with the exchange in srn_srq_check_limit */
 	__atomic_store_n(&rq->limit_hit, 1, __ATOMIC_RELEASE);
 	srn_kick_fd(owner_kick_fd);
 }
@@ -196,6 +209,8 @@ void srn_srq_check_limit(struct srn_srq *srq)
 {
 	struct ibv_async_event ev;
 
+	/* acq_rel: pairs with the release in srn_srq_limit_consumed (the
+	 * release half pairs with nothing: relaxed would do for it) */
 	if (!__atomic_exchange_n(&srq->shm->rq.limit_hit, 0, __ATOMIC_ACQ_REL))
 		return;
 	ev.element.srq = &srq->ibsrq;

@@ -185,6 +185,7 @@ static void srn_ctl_on_stat(struct srn_ctl_conn *c)
 		.qpn = qp->ibqpx.qp_base.qp_num,
 		.pid = (uint32_t)srn_pid,
 		.state = srn_qp_state(qp),
+		/* acquire: pairs with the release in srn_qp_apply_attr */
 		.dest_qpn =
 			__atomic_load_n(&qp->shm->dest_qpn, __ATOMIC_ACQUIRE),
 	};

@@ -131,6 +131,7 @@ static void srn_progress_ndata(int delta)
  * receive from (srn_progress_poll_once)? A hint, without the lock. */
 bool srn_progress_has_data(void)
 {
+	/* relaxed: a hint (see srn_progress_ndata) */
 	return atomic_load_explicit(&srn_prog.ndata_hint,
 				    memory_order_relaxed) != 0;
 }
@@ -243,6 +244,8 @@ static void srn_progress_data_arm(void)
 
 	if (srn_prog.data_epfd >= 0 &&
 	    !epoll_ctl(srn_prog.epfd, EPOLL_CTL_MOD, srn_prog.data_epfd, &ev))
+		/* relaxed: written under the progress lock, read outside it
+		 * only as a hint (srn_progress_data_rearm) */
 		atomic_store_explicit(&srn_prog.data_off, false,
 				      memory_order_relaxed);
 }
@@ -251,9 +254,11 @@ static void srn_progress_data_arm(void)
  * thread must receive for it. */
 void srn_progress_data_rearm(void)
 {
+	/* relaxed: a hint, checked again under the progress lock */
 	if (!atomic_load_explicit(&srn_prog.data_off, memory_order_relaxed))
 		return;
 	srn_progress_lock();
+	/* relaxed: the lock orders it; its writers hold the lock */
 	if (atomic_load_explicit(&srn_prog.data_off, memory_order_relaxed))
 		srn_progress_data_arm();
 	srn_progress_unlock();
@@ -331,7 +336,10 @@ static void srn_progress_scan(struct srn_context *ctx)
 		struct srn_qp *qp =
 			srn_list_entry(pos, struct srn_qp, ctx_link);
 
-		/* acq_rel: pairs with the release in srn_resp_error */
+		/* relaxed: the first load only skips the exchange when no
+		 * peer asked. acq_rel: the exchange pairs with the release
+		 * in srn_resp_error (a peer). release: pending_err pairs
+		 * with the acq_rel exchange in srn_req_run */
 		if (__atomic_load_n(&qp->shm->err_req, __ATOMIC_RELAXED) &&
 		    __atomic_exchange_n(&qp->shm->err_req, 0, __ATOMIC_ACQ_REL))
 			atomic_store_explicit(&qp->pending_err, 1,
@@ -453,6 +461,7 @@ static void srn_progress_on_kick(struct srn_pollable *p, uint32_t events)
 /* Has an application polled an empty CQ within the last ns? */
 static bool srn_progress_app_polled(uint64_t now, uint64_t ns)
 {
+	/* relaxed: a timestamp hint (see srn_progress_poll_once) */
 	return now - __atomic_load_n(&srn_prog.app_poll_ns, __ATOMIC_RELAXED) <
 	       ns;
 }
@@ -460,6 +469,7 @@ static bool srn_progress_app_polled(uint64_t now, uint64_t ns)
 /* Progress lock: is the data set disarmed (an application polls)? */
 bool srn_progress_napi(void)
 {
+	/* relaxed: its writers hold the progress lock, as we do */
 	return atomic_load_explicit(&srn_prog.data_off, memory_order_relaxed);
 }
 
@@ -470,6 +480,7 @@ static void srn_progress_on_data(struct srn_pollable *p, uint32_t events)
 
 	srn_progress_run_data();
 	if (srn_progress_app_polled(now, SRN_PROG_POLLED_NS)) {
+		/* relaxed: under the progress lock; a hint outside it */
 		atomic_store_explicit(&srn_prog.data_off, true,
 				      memory_order_relaxed);
 		srn_progress_wake_at(now + SRN_PROG_NAPI_NS);
@@ -559,6 +570,8 @@ static int srn_progress_start(void)
 	    srn_progress_add(&srn_prog.timer, EPOLLIN) ||
 	    srn_progress_add(&srn_prog.data, EPOLLIN | EPOLLONESHOT))
 		return -errno;
+	/* relaxed: the progress thread does not run yet (pthread_create
+	 * below orders this for it); others read it only as a hint */
 	atomic_store_explicit(&srn_prog.data_off, false, memory_order_relaxed);
 	srn_prog.stop = false;
 	srn_prog.next_wake_ns = 0;
@@ -652,6 +665,7 @@ void srn_progress_atfork_child(void)
 	}
 	srn_list_init(&srn_prog.live);
 	srn_prog.ndata = 0;
+	/* relaxed: in the child, one thread runs */
 	atomic_store_explicit(&srn_prog.ndata_hint, 0, memory_order_relaxed);
 	srn_progress_close_fds();
 	srn_prog_lock_init();

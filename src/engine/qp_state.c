@@ -114,6 +114,9 @@ void srn_qp_set_state(struct srn_qp *qp, enum ibv_qp_state next)
 		return;
 	srn_dbg("QP 0x%06x %s -> %s", qp->ibqpx.qp_base.qp_num,
 		srn_qp_state_names[cur], srn_qp_state_names[next]);
+	/* release: pairs with the acquire in srn_qp_state (this process)
+	 * and with the acquire of shm->state in a transport's execute op
+	 * (peers) */
 	__atomic_store_n(&qp->ibqpx.qp_base.state, next, __ATOMIC_RELEASE);
 	__atomic_store_n(&qp->shm->state, (uint32_t)next, __ATOMIC_RELEASE);
 	qp->attr.qp_state = next;

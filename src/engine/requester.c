@@ -54,6 +54,8 @@ static void srn_req_unstall(struct srn_qp *qp)
 	if (qp->stall == SRN_STALL_NONE)
 		return;
 	qp->stall = SRN_STALL_NONE;
+	/* relaxed: a count of stalled QPs, read as a hint by srn_poll_cq
+	 * and by a transport's answers; qp->stall itself is under sq_lock */
 	atomic_fetch_sub_explicit(&qp->ctx->nstalled, 1, memory_order_relaxed);
 }
 
@@ -63,6 +65,7 @@ static void srn_req_stall_start(struct srn_qp *qp, enum srn_stall why,
 	bool rnr = why == SRN_STALL_RNR;
 
 	qp->stall = why;
+	/* relaxed: a count of stalled QPs, a hint (see srn_req_unstall) */
 	atomic_fetch_add_explicit(&qp->ctx->nstalled, 1, memory_order_relaxed);
 	qp->stall_retries = rnr ? qp->attr.rnr_retry : qp->attr.retry_cnt;
 	qp->stall_period_ns = rnr ? srn_rnr_timer_ns(qp->attr.min_rnr_timer) :
@@ -148,6 +151,8 @@ void srn_req_complete(struct srn_qp *qp)
 	struct srn_sq *sq = &qp->sq;
 	bool locked = srn_comp_lock(qp);
 
+	/* acquire: pairs with the release of sent in srn_req_executed (and
+	 * srn_req_flush, srn_req_rewind): the WQEs' outcome is visible */
 	while (sq->cons != __atomic_load_n(&sq->sent, __ATOMIC_ACQUIRE)) {
 		struct srn_swqe *w = srn_sq_wqe(qp, sq->cons);
 
@@ -155,7 +160,8 @@ void srn_req_complete(struct srn_qp *qp)
 			break;
 		if (w->status != IBV_WC_SUCCESS || srn_wqe_signaled(qp, w))
 			srn_comp_send(qp, w, w->status);
-		/* release: pairs with the acquire in srn_sq_push */
+		/* release: the slot is free; pairs with the acquire of cons
+		 * in srn_sq_check (called by srn_sq_push) */
 		__atomic_store_n(&sq->cons, sq->cons + 1, __ATOMIC_RELEASE);
 	}
 	srn_comp_unlock(qp, locked);
@@ -175,6 +181,8 @@ static void srn_req_flush(struct srn_qp *qp)
 			w->done = 1;
 		}
 	}
+	/* release: pairs with the acquire of sent in srn_req_complete (and
+	 * in a transport's receive side) */
 	__atomic_store_n(&sq->sent, sq->prod, __ATOMIC_RELEASE);
 	srn_comp_unlock(qp, locked);
 	srn_req_complete(qp);
@@ -191,7 +199,8 @@ static void srn_req_executed(struct srn_qp *qp, struct srn_swqe *w,
 		w->status = status;
 		w->done = 1;
 	}
-	/* release: pairs with the acquire in srn_req_complete */
+	/* release: pairs with the acquire of sent in srn_req_complete (and
+	 * in a transport's receive side) */
 	__atomic_store_n(&qp->sq.sent, qp->sq.sent + 1, __ATOMIC_RELEASE);
 	srn_comp_unlock(qp, locked);
 }
@@ -228,7 +237,9 @@ static void srn_req_rewind(struct srn_qp *qp)
 	if (!qp->tops->rewind || !qp->tops->rewind(qp, &pos))
 		return;
 	locked = srn_comp_lock(qp);
-	if (pos - sq->cons <= sq->sent - sq->cons) /* cons <= pos <= sent */
+	/* cons <= pos <= sent. release: pairs with the acquire of sent in
+	 * srn_req_complete (and in a transport's receive side) */
+	if (pos - sq->cons <= sq->sent - sq->cons)
 		__atomic_store_n(&sq->sent, pos, __ATOMIC_RELEASE);
 	srn_comp_unlock(qp, locked);
 }
@@ -237,13 +248,17 @@ void srn_req_run(struct srn_qp *qp)
 {
 	struct srn_sq *sq = &qp->sq;
 
-	/* acq_rel: pairs with the release in srn_qp_async_error */
+	/* relaxed: the first loads only skip the exchanges when no flag is
+	 * set. acq_rel: pairs with the release of pending_err in
+	 * srn_qp_async_error and srn_progress_scan */
 	if (srn_unlikely(atomic_load_explicit(&qp->pending_err,
 					      memory_order_relaxed)) &&
 	    atomic_exchange_explicit(&qp->pending_err, 0, memory_order_acq_rel))
 		srn_qp_error(qp);
-	/* acquire: pairs with the release of pending_run by the transport
-	 * (its RNR NAK handling), which wrote where to go back to */
+	/* acquire: pairs with the release of pending_run in the transport's
+	 * RNR NAK handling, which wrote where to go back to for its rewind
+	 * op (tops->rewind, called next); relaxed: the first load, as
+	 * above */
 	if (srn_unlikely(atomic_load_explicit(&qp->pending_run,
 					      memory_order_relaxed)) &&
 	    atomic_exchange_explicit(&qp->pending_run, 0,
@@ -295,6 +310,8 @@ unsigned srn_req_retry_stalled(struct srn_context *ctx)
 			busy++;
 			continue;
 		}
+		/* relaxed: hints; srn_req_run exchanges the flags with
+		 * acquire */
 		if (qp->stall != SRN_STALL_NONE ||
 		    atomic_load_explicit(&qp->pending_err,
 					 memory_order_relaxed) ||

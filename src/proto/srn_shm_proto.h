@@ -74,7 +74,7 @@ struct srn_rq_shm {
 	uint32_t wqe_off; /* offset of WQE 0 from the segment start */
 	uint8_t rsvd0[48];
 	/* Written by the owner only: release, pairs with the acquire in
-	 * srn_rq_claim(). */
+	 * srn_rq_count() (consumers go by owner_seq, not prod). */
 	_Alignas(64) uint64_t prod;
 	/* Claimed with acq_rel CAS by any consumer. */
 	_Alignas(64) uint64_t cons;

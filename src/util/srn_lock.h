@@ -27,6 +27,8 @@ void srn_unlock_wake(struct srn_lock *l);
 
 static inline void srn_lock_init(struct srn_lock *l)
 {
+	/* relaxed: the lock is not shared yet; whatever makes the object
+	 * that holds it visible to other threads publishes this too */
 	__atomic_store_n(&l->v, 0, __ATOMIC_RELAXED);
 }
 
@@ -34,7 +36,8 @@ static inline bool srn_trylock(struct srn_lock *l)
 {
 	uint32_t e = 0;
 
-	/* acquire: pairs with the release in srn_unlock */
+	/* acquire: pairs with the release in srn_unlock; relaxed on
+	 * failure: nothing is read under a lock we did not get */
 	return __atomic_compare_exchange_n(&l->v, &e, 1, false,
 					   __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
 }

@@ -48,6 +48,7 @@ static int srn_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc)
 	if (srn_unlikely(ne < 0 || srn_ctx_is_foreign(cq->ctx)))
 		return -EINVAL;
 	n = srn_cq_drain(cq, ne, wc);
+	/* relaxed: a hint (srn_req_unstall); the retry takes the locks */
 	if (n == 0 &&
 	    atomic_load_explicit(&cq->ctx->nstalled, memory_order_relaxed)) {
 		/* the application's polling drives stalled send queues */
@@ -59,6 +60,7 @@ static int srn_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc)
 		srn_progress_poll_once();
 		n = srn_cq_drain(cq, ne, wc);
 	}
+	/* relaxed: a hint; srn_cq_check_overflow reads it with acquire */
 	if (srn_unlikely(__atomic_load_n(&cq->shm->overflow, __ATOMIC_RELAXED)))
 		srn_cq_check_overflow(cq);
 	if (n == 0 && srn_cq_repair(cq))

@@ -231,18 +231,11 @@ static int err_target(struct chan *c, void *arg)
 	return t_failures;
 }
 
-/* Verbs that refuse their arguments, with the errno real verbs give. */
-static int verbs_errno(struct chan *c, void *arg)
+/* verbs_errno: ibv_reg_mr's refusals. */
+static void verbs_errno_mr(struct side *sp)
 {
-	struct side_opts o;
-	struct side s;
-	struct ibv_qp_attr a;
-	struct ibv_send_wr wr, *bad = NULL;
-	struct ibv_recv_wr rwr, *rbad = NULL;
-	struct ibv_sge sge;
+	struct side s = *sp;
 
-	side_opts_default(&o);
-	REQUIRE(!side_open(&s, &o), "open");
 	errno = 0;
 	CHECK(!ibv_reg_mr(s.pd, s.buf, 4096, IBV_ACCESS_REMOTE_WRITE) &&
 		      errno == EINVAL,
@@ -264,6 +257,17 @@ static int verbs_errno(struct chan *c, void *arg)
 	CHECK(!ibv_reg_mr(s.pd, NULL, 4096, IBV_ACCESS_LOCAL_WRITE) &&
 		      errno == EFAULT,
 	      "unmapped memory: errno %d", errno);
+}
+
+/* verbs_errno: the post verbs and modify_qp out of state. */
+static void verbs_errno_qp(struct side *sp)
+{
+	struct side s = *sp;
+	struct ibv_qp_attr a;
+	struct ibv_send_wr wr, *bad = NULL;
+	struct ibv_recv_wr rwr, *rbad = NULL;
+	struct ibv_sge sge;
+
 	/* post_recv in RESET, post_send before RTS */
 	sge = (struct ibv_sge){ (uintptr_t)s.buf, 8, s.mr->lkey };
 	memset(&rwr, 0, sizeof(rwr));
@@ -300,6 +304,13 @@ static int verbs_errno(struct chan *c, void *arg)
 	bad = NULL;
 	CHECK(ibv_post_send(s.qp, &wr, &bad) == EINVAL && bad == &wr,
 	      "too many SGEs");
+}
+
+/* verbs_errno: objects in use, and create calls beyond the limits. */
+static void verbs_errno_objects(struct side *sp)
+{
+	struct side s = *sp;
+
 	CHECK(ibv_dealloc_pd(s.pd) == EBUSY, "PD in use");
 	CHECK(ibv_destroy_cq(s.cq) == EBUSY, "CQ in use");
 	{
@@ -321,6 +332,19 @@ static int verbs_errno(struct chan *c, void *arg)
 	errno = 0;
 	CHECK(!ibv_create_cq(s.ctx, 0, NULL, NULL, 0) && errno == EINVAL,
 	      "CQ of 0 entries");
+}
+
+/* Verbs that refuse their arguments, with the errno real verbs give. */
+static int verbs_errno(struct chan *c, void *arg)
+{
+	struct side_opts o;
+	struct side s;
+
+	side_opts_default(&o);
+	REQUIRE(!side_open(&s, &o), "open");
+	verbs_errno_mr(&s);
+	verbs_errno_qp(&s);
+	verbs_errno_objects(&s);
 	side_close(&s);
 	chan_barrier(c);
 	return t_failures;

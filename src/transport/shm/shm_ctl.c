@@ -194,6 +194,8 @@ static int srn_shm_views(struct srn_peer *p, uint32_t dqpn)
 	p->tqp = t;
 	p->tpt = p->tpt_seg.addr;
 	p->qpn = dqpn;
+	/* relaxed: written once by the owner (srn_qp_create) before it
+	 * passed the segment (the socket orders that); checked below */
 	p->pd_handle = __atomic_load_n(&t->pd_handle, __ATOMIC_RELAXED);
 	p->has_srq = __atomic_load_n(&t->has_srq, __ATOMIC_RELAXED);
 	if (t->hdr.id != dqpn || p->has_srq != (p->srq_seg.addr != NULL))

@@ -107,8 +107,9 @@ int srn_resp_peek_recv(struct srn_peer *p, struct srn_rwqe *rw, uint64_t *pos_p)
 	int err = srn_rq_peek(&p->rqv, rw, pos_p);
 
 	if (err == -EAGAIN) {
-		/* release: pairs with the exchange in post_recv, which then
-		 * kicks us */
+		/* release: pairs with the acq_rel exchange in
+		 * srn_qp_take_peer_waiting / srn_srq_take_peer_waiting (after
+		 * a post_recv), which then kicks us */
 		__atomic_store_n(&p->rqv.rq->peer_waiting, SRN_WAIT_RNR,
 				 __ATOMIC_RELEASE);
 		/* a receive posted between the peek and the flag would
@@ -156,7 +157,8 @@ void srn_resp_complete(struct srn_peer *p, const struct srn_rwqe *rw,
  * after a NAK for an access or length violation. */
 void srn_resp_error(struct srn_peer *p)
 {
-	/* release: pairs with the exchange in the owner's progress thread */
+	/* release: pairs with the acq_rel exchange in srn_progress_scan
+	 * (the owner's progress thread) */
 	__atomic_fetch_or(&p->tqp->err_req, SRN_ERRREQ_REMOTE,
 			  __ATOMIC_RELEASE);
 	srn_kick_fd(p->kick_fd);

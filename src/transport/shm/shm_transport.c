@@ -234,9 +234,15 @@ static int srn_shm_atomic(struct srn_qp *qp, struct srn_peer *p,
 	target = (uint64_t *)ptr;
 	if (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP) {
 		old = w->compare_add;
+		/* seq_cst (success and failure): pairs with the same
+		 * operations of other initiators on this word (srn_shm_atomic
+		 * in other processes, another transport's responder); the
+		 * RMW makes them atomic, the order is more than IB promises */
 		__atomic_compare_exchange_n(target, &old, w->swap, false,
 					    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
 	} else {
+		/* seq_cst: as above; pairs with the same operations of other
+		 * initiators (srn_shm_atomic in other processes) */
 		old = __atomic_fetch_add(target, w->compare_add,
 					 __ATOMIC_SEQ_CST);
 	}
@@ -251,6 +257,7 @@ static int srn_shm_execute(struct srn_qp *qp, const struct srn_swqe *w,
 	struct srn_peer *p = qp->tpriv;
 	uint32_t tst;
 
+	/* acquire: pairs with the release in srn_shm_on_hup */
 	switch (atomic_load_explicit(&p->gone, memory_order_acquire)) {
 	case SRN_PEER_CLOSED: /* the peer QP was destroyed: nobody answers;
 			       * a device retries, then RETRY_EXC_ERR */

@@ -57,7 +57,7 @@ struct srn_tcp_link {
 	atomic_uint gone; /* SRN_TCP_* */
 	char desc[64];
 	/* requester: our requests and their answers */
-	uint32_t tx_psn; /* next request psn; tx_lock, release */
+	uint32_t tx_psn; /* next request psn; sq_lock, release */
 	uint64_t resp_pos; /* rx: SQ position answered next... */
 	uint32_t resp_psn; /* ...and its psn */
 	enum ibv_wc_status resp_status;

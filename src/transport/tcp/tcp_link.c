@@ -139,7 +139,8 @@ void srn_tcp_link_bind(struct srn_tcp_link *l, struct srn_qp *qp)
 	if (tq && !tq->dialer && !tq->link && tq->dqpn == l->hello.src_qpn &&
 	    !memcmp(tq->dgid, l->hello.src_gid, 16)) {
 		snprintf(tq->desc, sizeof(tq->desc), "%s", l->desc);
-		/* release: pairs with the acquire in srn_tcp_execute */
+		/* release: the link is set up before it is seen; pairs with
+		 * the acquire of tq->link in srn_tcp_execute */
 		__atomic_store_n(&tq->link, l, __ATOMIC_RELEASE);
 		adopted = true;
 	}
@@ -281,13 +282,15 @@ static int srn_tcp_send_answer(struct srn_tcp_link *l, bool block)
 	}
 	l->ans_off = 0;
 	/* an answer acknowledges every request up to its own */
-	/* relaxed: read as a hint by srn_tcp_after_rx */
+	/* relaxed: tx_lock holders (us) read it plainly; srn_tcp_after_rx
+	 * reads it as a hint */
 	__atomic_store_n(&l->ack_sent,
 			 a->op != SRN_WOP_ACK || a->status == SRN_WS_OK ?
 				 a->psn :
 				 a->psn - 1,
 			 __ATOMIC_RELAXED);
-	/* release: pairs with the acquire in srn_tcp_link_answer */
+	/* release: we are done with the slot; pairs with the acquire of
+	 * ansq_head in srn_tcp_link_answer */
 	__atomic_store_n(&l->ansq_head, l->ansq_head + 1, __ATOMIC_RELEASE);
 	return 0;
 }
@@ -327,6 +330,7 @@ static int srn_tcp_drain(struct srn_tcp_link *l, bool block, bool ack)
 			if (err)
 				return err;
 		}
+		/* relaxed: as in srn_tcp_send_answer */
 		__atomic_store_n(&l->ack_sent, a, __ATOMIC_RELAXED);
 	}
 	return 0;
@@ -337,7 +341,9 @@ static int srn_tcp_drain(struct srn_tcp_link *l, bool block, bool ack)
 static void srn_tcp_tx_catch_up(struct srn_tcp_link *l)
 {
 	/* seq_cst: pairs with the seq_cst store in srn_tcp_tx_kick; one of
-	 * the two sides sees the other's work */
+	 * the two sides is meant to see the other's work (but the other
+	 * side's trylock is acquire, its failure load relaxed: see
+	 * srn_tcp_tx_kick) */
 	while (atomic_exchange_explicit(&l->tx_pending, 0,
 					memory_order_seq_cst)) {
 		srn_lock(&l->tx_lock);
@@ -360,6 +366,7 @@ int srn_tcp_link_request(struct srn_tcp_link *l, struct srn_wire_hdr *h,
 		if (a != l->ack_sent) {
 			h->flags |= SRN_WF_ACK;
 			h->ack_psn = a;
+			/* relaxed: as in srn_tcp_send_answer */
 			__atomic_store_n(&l->ack_sent, a, __ATOMIC_RELAXED);
 		}
 		err = srn_tcp_sendv(l->pl.fd, iov, n);
@@ -376,9 +383,16 @@ static void srn_tcp_tx_kick(struct srn_tcp_link *l)
 	bool out;
 	int err;
 
+	/* seq_cst: pairs with the seq_cst exchange in srn_tcp_tx_catch_up.
+	 * The trylock after it reads the lock with a relaxed load when it
+	 * fails, which C11 lets run ahead of this store: no fence keeps a
+	 * failed trylock here and an empty exchange there from both
+	 * happening */
 	atomic_store_explicit(&l->tx_pending, 1, memory_order_seq_cst);
 	if (!srn_trylock(&l->tx_lock))
 		return; /* srn_tcp_tx_catch_up will */
+	/* relaxed: we hold tx_lock and drain below, which does what the
+	 * flag asks; srn_tcp_tx_catch_up's exchange orders the rest */
 	atomic_store_explicit(&l->tx_pending, 0, memory_order_relaxed);
 	err = srn_tcp_drain(l, false, true);
 	srn_unlock(&l->tx_lock);
@@ -395,7 +409,8 @@ static void srn_tcp_tx_kick(struct srn_tcp_link *l)
  * file). */
 static void srn_tcp_after_rx(struct srn_tcp_link *l)
 {
-	/* hints, read without tx_lock: rechecked under it */
+	/* relaxed: hints, read without tx_lock and rechecked under it (the
+	 * rx side itself writes ansq_tail and done_psn) */
 	bool answers = __atomic_load_n(&l->ansq_head, __ATOMIC_RELAXED) !=
 		       __atomic_load_n(&l->ansq_tail, __ATOMIC_RELAXED);
 	bool owed = __atomic_load_n(&l->done_psn, __ATOMIC_RELAXED) !=
@@ -477,7 +492,8 @@ int srn_tcp_link_answer(struct srn_tcp_link *l, const struct srn_tcp_answer *a)
 	if (l->ansq_tail - head >= SRN_TCP_ANSQ)
 		return -EPROTO;
 	l->ansq[l->ansq_tail % SRN_TCP_ANSQ] = *a;
-	/* release: pairs with the acquires in srn_tcp_drain */
+	/* release: pairs with the acquires of ansq_tail in srn_tcp_drain and
+	 * srn_tcp_ack_value */
 	__atomic_store_n(&l->ansq_tail, l->ansq_tail + 1, __ATOMIC_RELEASE);
 	return 0;
 }
@@ -564,7 +580,8 @@ static void srn_tcp_link_down(struct srn_tcp_link *l, int err)
 	bool keep = false;
 
 	srn_progress_del(&l->pl);
-	/* release: pairs with the acquire in srn_tcp_execute */
+	/* release: pairs with the acquire of gone in srn_tcp_execute and
+	 * srn_tcp_connect_wait */
 	atomic_store_explicit(&l->gone, how, memory_order_release);
 	if (qp) {
 		if (how == SRN_TCP_DEAD && err != -ECONNABORTED)
@@ -574,6 +591,8 @@ static void srn_tcp_link_down(struct srn_tcp_link *l, int err)
 				l->desc, strerror(err ? -err : ECONNRESET));
 		pthread_mutex_lock(&qp->conn_lock);
 		tq = qp->tstate; /* conn_lock held */
+		/* relaxed: every writer of tq->link holds conn_lock, as we
+		 * do */
 		keep = tq && __atomic_load_n(&tq->link, __ATOMIC_RELAXED) == l;
 		pthread_mutex_unlock(&qp->conn_lock);
 		if (how == SRN_TCP_DEAD && err != -ECONNABORTED)

@@ -257,9 +257,15 @@ static uint32_t srn_tcp_atomic(struct srn_tcp_link *c,
 	t = (uint64_t *)c->ptr;
 	if (h->flags & SRN_WF_CAS) {
 		*old = c->at.compare_add;
+		/* seq_cst (success and failure): pairs with the same
+		 * operations of other initiators on this word (srn_tcp_atomic
+		 * for other links, another transport's initiators); the RMW
+		 * makes them atomic, the order is more than IB promises */
 		__atomic_compare_exchange_n(t, old, c->at.swap, false,
 					    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
 	} else {
+		/* seq_cst: as above; pairs with the same operations of other
+		 * initiators (srn_tcp_atomic for other links) */
 		*old = __atomic_fetch_add(t, c->at.compare_add,
 					  __ATOMIC_SEQ_CST);
 	}
@@ -371,10 +377,13 @@ void srn_tcp_qp_destroy(struct srn_qp *qp)
 	srn_list_for_each_safe(pos, tmp, &qp->links) {
 		struct srn_tcp_link *c =
 			container_of(pos, struct srn_tcp_link, pl.link);
-		/* acquire: pairs with the release in srn_tcp_connect */
+		/* acquire: pairs with the release of tstate in
+		 * srn_tcp_connect (or srn_tcp_connect_wait) */
 		struct srn_tcp_qp *tq =
 			__atomic_load_n(&qp->tstate, __ATOMIC_ACQUIRE);
 
+		/* acquire: pairs with the release of tq->link in
+		 * srn_tcp_link_bind (or srn_tcp_connect_dial) */
 		if (tq && __atomic_load_n(&tq->link, __ATOMIC_ACQUIRE) == c)
 			continue;
 		srn_tcp_link_bye(c);

@@ -89,6 +89,8 @@ static bool srn_tcp_credit(struct srn_qp *qp, struct srn_tcp_qp *tq)
 {
 	unsigned max = qp->attr.max_rd_atomic ? qp->attr.max_rd_atomic : 1;
 
+	/* acquire: pairs with the release of rd_out in srn_tcp_req_on_msg
+	 * (a count: nothing is read after it that needs it) */
 	return atomic_load_explicit(&tq->rd_out, memory_order_acquire) < max;
 }
 
@@ -120,20 +122,57 @@ static bool srn_tcp_rnr_waiting(struct srn_tcp_qp *tq)
 		srn_progress_wake_at(until);
 		return true;
 	}
+	/* relaxed: a deadline, nothing is published with it */
 	__atomic_store_n(&tq->rnr_until_ns, 0, __ATOMIC_RELAXED);
 	return false;
+}
+
+/* srn_tcp_execute, once the WQE may go: numbers it and sends it (its
+ * local SGEs are in iov[1..n]). -EINPROGRESS, or -EAGAIN with *stall. */
+static int srn_tcp_send_request(struct srn_tcp_qp *tq, struct srn_tcp_link *l,
+				struct srn_swqe *w, bool answer,
+				struct iovec *iov, unsigned n,
+				enum srn_stall *stall)
+{
+	struct srn_wire_atomic at;
+	struct srn_wire_hdr h;
+
+	/* release: the receive side matches answers against them (pairs
+	 * with the acquires of tx_psn and w->psn in srn_tcp_acked and
+	 * srn_tcp_answer_head); only sq_lock holders write tx_psn */
+	__atomic_store_n(&w->psn, l->tx_psn, __ATOMIC_RELEASE);
+	__atomic_store_n(&l->tx_psn, l->tx_psn + 1, __ATOMIC_RELEASE);
+	srn_tcp_req_hdr(w, &h);
+	iov[0].iov_base = &h;
+	iov[0].iov_len = sizeof(h);
+	if (answer) { /* READ/atomic: only the request goes out */
+		n = srn_tcp_atomic_iov(w, &at, iov + 1);
+		/* relaxed: a count of READs and atomics in flight (credit);
+		 * srn_tcp_credit reads it, under sq_lock as we are */
+		atomic_fetch_add_explicit(&tq->rd_out, 1, memory_order_relaxed);
+	}
+	if (srn_tcp_link_request(l, &h, iov, n + 1)) {
+		/* the connection broke: the receive side will tell whether
+		 * the peer crashed (ERR now) or left in order (this WQE then
+		 * times out, RETRY_EXC_ERR) */
+		if (answer) /* relaxed: undoes the count above */
+			atomic_fetch_sub_explicit(&tq->rd_out, 1,
+						  memory_order_relaxed);
+		*stall = SRN_STALL_NOT_READY;
+		return -EAGAIN;
+	}
+	return -EINPROGRESS;
 }
 
 static int srn_tcp_execute(struct srn_qp *qp, const struct srn_swqe *cw,
 			   enum ibv_wc_status *status, enum srn_stall *stall)
 {
 	struct srn_tcp_qp *tq = qp->tpriv;
-	/* acquire: pairs with the release in srn_tcp_link_bind */
+	/* acquire: pairs with the release of tq->link in srn_tcp_link_bind
+	 * (or srn_tcp_connect_dial, srn_tcp_connect_wait) */
 	struct srn_tcp_link *l = __atomic_load_n(&tq->link, __ATOMIC_ACQUIRE);
 	struct srn_swqe *w = (struct srn_swqe *)cw;
 	struct iovec iov[SRN_MAX_SGE + 2];
-	struct srn_wire_atomic at;
-	struct srn_wire_hdr h;
 	bool answer = srn_tcp_wants_answer(w);
 	unsigned n = 0;
 
@@ -141,6 +180,7 @@ static int srn_tcp_execute(struct srn_qp *qp, const struct srn_swqe *cw,
 		*stall = SRN_STALL_NOT_READY;
 		return -EAGAIN;
 	}
+	/* acquire: pairs with the release in srn_tcp_link_down */
 	switch (atomic_load_explicit(&l->gone, memory_order_acquire)) {
 	case SRN_TCP_CLOSED: /* the peer QP is gone: nobody will answer, */
 		*stall = SRN_STALL_NOT_READY; /* RETRY_EXC_ERR in the end */
@@ -162,28 +202,7 @@ static int srn_tcp_execute(struct srn_qp *qp, const struct srn_swqe *cw,
 		*stall = SRN_STALL_RNR_WAIT;
 		return -EAGAIN;
 	}
-	/* release: the receive side matches answers against it (pairs with
-	 * the acquire in srn_tcp_acked) */
-	__atomic_store_n(&w->psn, l->tx_psn, __ATOMIC_RELEASE);
-	__atomic_store_n(&l->tx_psn, l->tx_psn + 1, __ATOMIC_RELEASE);
-	srn_tcp_req_hdr(w, &h);
-	iov[0].iov_base = &h;
-	iov[0].iov_len = sizeof(h);
-	if (answer) { /* READ/atomic: only the request goes out */
-		n = srn_tcp_atomic_iov(w, &at, iov + 1);
-		atomic_fetch_add_explicit(&tq->rd_out, 1, memory_order_relaxed);
-	}
-	if (srn_tcp_link_request(l, &h, iov, n + 1)) {
-		/* the connection broke: the receive side will tell whether
-		 * the peer crashed (ERR now) or left in order (this WQE then
-		 * times out, RETRY_EXC_ERR) */
-		if (answer)
-			atomic_fetch_sub_explicit(&tq->rd_out, 1,
-						  memory_order_relaxed);
-		*stall = SRN_STALL_NOT_READY;
-		return -EAGAIN;
-	}
-	return -EINPROGRESS;
+	return srn_tcp_send_request(tq, l, w, answer, iov, n, stall);
 }
 
 /* ---- answers (receive side, progress lock) ---- */
@@ -202,11 +221,14 @@ static void srn_tcp_wqe_done(struct srn_qp *qp, struct srn_swqe *w,
 /* Is this link where the QP's requests go? Answers come only there. */
 static bool srn_tcp_is_req_link(struct srn_tcp_link *l)
 {
-	/* acquire: pairs with the releases in srn_tcp_connect (tq is freed
-	 * only under the progress lock, which we hold) */
+	/* acquire: pairs with the releases of tstate in srn_tcp_connect and
+	 * srn_tcp_connect_wait (tq is freed only under the progress lock,
+	 * which we hold) */
 	struct srn_tcp_qp *tq =
 		__atomic_load_n(&l->qp->tstate, __ATOMIC_ACQUIRE);
 
+	/* acquire: pairs with the release of tq->link in srn_tcp_link_bind
+	 * (or srn_tcp_connect_dial, srn_tcp_connect_wait) */
 	return tq && __atomic_load_n(&tq->link, __ATOMIC_ACQUIRE) == l;
 }
 
@@ -216,7 +238,8 @@ static bool srn_tcp_is_req_link(struct srn_tcp_link *l)
 static int srn_tcp_acked(struct srn_tcp_link *l, uint32_t psn)
 {
 	struct srn_qp *qp = l->qp;
-	/* acquire: pairs with the release in srn_tcp_execute */
+	/* acquire: pairs with the release of tx_psn in srn_tcp_send_request
+	 * (and srn_tcp_rewind): the WQEs sent are visible */
 	uint32_t last = __atomic_load_n(&l->tx_psn, __ATOMIC_ACQUIRE) - 1;
 
 	if ((int32_t)(psn - (l->resp_psn - 1)) < 0 || (int32_t)(last - psn) < 0)
@@ -226,7 +249,8 @@ static int srn_tcp_acked(struct srn_tcp_link *l, uint32_t psn)
 	while (l->resp_psn != psn + 1) {
 		struct srn_swqe *w = srn_sq_wqe(qp, l->resp_pos);
 
-		/* acquire: pairs with the release in srn_tcp_execute */
+		/* acquire: pairs with the release of w->psn in
+		 * srn_tcp_send_request */
 		if (__atomic_load_n(&w->psn, __ATOMIC_ACQUIRE) != l->resp_psn ||
 		    srn_tcp_wants_answer(w))
 			return -EPROTO;
@@ -249,6 +273,8 @@ static int srn_tcp_answer_head(struct srn_tcp_link *l,
 			       const struct srn_wire_hdr *h,
 			       struct srn_swqe **w_p)
 {
+	/* acquire: pairs with the release of tx_psn in srn_tcp_send_request
+	 * (and srn_tcp_rewind) */
 	uint32_t last = __atomic_load_n(&l->tx_psn, __ATOMIC_ACQUIRE) - 1;
 	int err = srn_tcp_acked(l, h->psn - 1);
 	struct srn_swqe *w;
@@ -256,7 +282,7 @@ static int srn_tcp_answer_head(struct srn_tcp_link *l,
 	if (err)
 		return err;
 	w = srn_sq_wqe(l->qp, l->resp_pos);
-	/* acquire: pairs with the release in srn_tcp_execute */
+	/* acquire: pairs with the release of w->psn in srn_tcp_send_request */
 	if ((int32_t)(last - h->psn) < 0 || h->psn != l->resp_psn ||
 	    __atomic_load_n(&w->psn, __ATOMIC_ACQUIRE) != h->psn)
 		return -EPROTO;
@@ -306,6 +332,8 @@ static bool srn_tcp_rnr_nak(struct srn_tcp_link *l,
 			    const struct srn_wire_hdr *h)
 {
 	struct srn_qp *qp = l->qp;
+	/* acquire: pairs with the releases of tstate in srn_tcp_connect and
+	 * srn_tcp_connect_wait (see srn_tcp_is_req_link) */
 	struct srn_tcp_qp *tq = __atomic_load_n(&qp->tstate, __ATOMIC_ACQUIRE);
 	unsigned retry = qp->attr.rnr_retry;
 
@@ -319,13 +347,14 @@ static bool srn_tcp_rnr_nak(struct srn_tcp_link *l,
 			return false;
 		tq->rnr_left--;
 	}
+	/* relaxed: published by the release of pending_run below */
 	__atomic_store_n(&tq->rnr_until_ns,
 			 srn_now_ns() + srn_rnr_timer_ns((uint8_t)h->rkey),
 			 __ATOMIC_RELAXED);
 	__atomic_store_n(&tq->rewind_pos, l->resp_pos, __ATOMIC_RELAXED);
 	__atomic_store_n(&tq->rewind_psn, l->resp_psn, __ATOMIC_RELAXED);
-	/* release: pairs with the acquire in srn_req_run, which then calls
-	 * srn_tcp_rewind */
+	/* release: pairs with the acquire exchange in srn_req_run, which
+	 * then calls srn_tcp_rewind */
 	atomic_store_explicit(&qp->pending_run, 1, memory_order_release);
 	srn_progress_request_retry();
 	return true;
@@ -336,20 +365,25 @@ static bool srn_tcp_rnr_nak(struct srn_tcp_link *l,
 static bool srn_tcp_rewind(struct srn_qp *qp, uint64_t *pos_p)
 {
 	struct srn_tcp_qp *tq = qp->tpriv;
-	/* acquire: pairs with the release in srn_tcp_link_bind */
+	/* acquire: pairs with the release of tq->link in srn_tcp_link_bind
+	 * (or srn_tcp_connect_dial, srn_tcp_connect_wait) */
 	struct srn_tcp_link *l = __atomic_load_n(&tq->link, __ATOMIC_ACQUIRE);
 	uint64_t pos;
 
 	if (!l)
 		return false;
+	/* relaxed: srn_tcp_rnr_nak wrote it before the release of
+	 * pending_run that srn_req_run acquired before calling us */
 	pos = __atomic_load_n(&tq->rewind_pos, __ATOMIC_RELAXED);
 	if (qp->sq.sent - pos > qp->sq.size)
 		return false; /* not ours to go back to */
 	for (uint64_t i = pos; i != qp->sq.sent; i++) /* dropped unanswered */
 		if (srn_tcp_wants_answer(srn_sq_wqe(qp, i)))
+			/* relaxed: srn_tcp_send_request's count, undone */
 			atomic_fetch_sub_explicit(&tq->rd_out, 1,
 						  memory_order_relaxed);
-	/* release: pairs with the acquire in srn_tcp_acked */
+	/* release: pairs with the acquire of tx_psn in srn_tcp_acked and
+	 * srn_tcp_answer_head. relaxed: rewind_psn, as rewind_pos above */
 	__atomic_store_n(&l->tx_psn,
 			 __atomic_load_n(&tq->rewind_psn, __ATOMIC_RELAXED),
 			 __ATOMIC_RELEASE);
@@ -372,9 +406,13 @@ int srn_tcp_req_on_msg(struct srn_tcp_link *l, const struct srn_wire_hdr *h)
 	l->resp_pos++;
 	l->resp_psn++;
 	if (srn_tcp_wants_answer(w)) {
+		/* acquire: pairs with the releases of tstate in
+		 * srn_tcp_connect and srn_tcp_connect_wait */
 		struct srn_tcp_qp *tq =
 			__atomic_load_n(&qp->tstate, __ATOMIC_ACQUIRE);
 
+		/* release: pairs with the acquire in srn_tcp_credit. relaxed:
+		 * nstalled is a hint (srn_req_unstall) */
 		atomic_fetch_sub_explicit(&tq->rd_out, 1, memory_order_release);
 		if (atomic_load_explicit(&qp->ctx->nstalled,
 					 memory_order_relaxed))
@@ -391,6 +429,8 @@ int srn_tcp_req_on_msg(struct srn_tcp_link *l, const struct srn_wire_hdr *h)
  * have run out). */
 bool srn_tcp_req_down(struct srn_tcp_link *l)
 {
+	/* acquire: pairs with the release of sent in srn_req_executed (and
+	 * srn_req_flush, srn_req_rewind) */
 	return srn_tcp_is_req_link(l) &&
 	       l->resp_pos !=
 		       __atomic_load_n(&l->qp->sq.sent, __ATOMIC_ACQUIRE);
@@ -495,11 +535,15 @@ static int srn_tcp_connect_dial(struct srn_qp *qp, struct srn_tcp_qp *tq,
 	l->qp = qp;
 	pthread_mutex_lock(&qp->conn_lock);
 	srn_list_add_tail(&l->pl.link, &qp->links);
+	/* release: the link is set up before it is seen; pairs with the
+	 * acquire of tq->link in srn_tcp_execute and srn_tcp_is_req_link */
 	__atomic_store_n(&tq->link, l, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&qp->conn_lock);
 	err = srn_tcp_link_add(l);
 	if (err) {
 		pthread_mutex_lock(&qp->conn_lock);
+		/* release: pairs with the acquire of tq->link in
+		 * srn_tcp_execute (a NULL publishes nothing) */
 		__atomic_store_n(&tq->link, NULL, __ATOMIC_RELEASE);
 		pthread_mutex_unlock(&qp->conn_lock);
 		srn_tcp_link_free(l);
@@ -515,6 +559,8 @@ static void srn_tcp_connect_wait(struct srn_qp *qp, struct srn_tcp_qp *tq)
 	snprintf(tq->desc, sizeof(tq->desc),
 		 "tcp (waiting for qpn 0x%06x to connect)", tq->dqpn);
 	pthread_mutex_lock(&qp->conn_lock);
+	/* release: tq is set up before the receive side sees it; pairs
+	 * with the acquire of tstate in srn_tcp_is_req_link */
 	__atomic_store_n(&qp->tstate, tq, __ATOMIC_RELEASE);
 	srn_list_for_each_safe(pos, tmp, &qp->links) {
 		struct srn_tcp_link *l =
@@ -522,8 +568,11 @@ static void srn_tcp_connect_wait(struct srn_qp *qp, struct srn_tcp_qp *tq)
 
 		if (l->hello.src_qpn == tq->dqpn &&
 		    !memcmp(l->hello.src_gid, tq->dgid, 16) &&
+		    /* acquire: pairs with the release in srn_tcp_link_down */
 		    !atomic_load_explicit(&l->gone, memory_order_acquire)) {
 			snprintf(tq->desc, sizeof(tq->desc), "%s", l->desc);
+			/* release: pairs with the acquire of tq->link in
+			 * srn_tcp_execute and srn_tcp_is_req_link */
 			__atomic_store_n(&tq->link, l, __ATOMIC_RELEASE);
 			break;
 		}
@@ -544,6 +593,8 @@ static int srn_tcp_connect(struct srn_qp *qp, const struct ibv_qp_attr *attr)
 	qp->tpriv = tq;
 	if (tq->dialer) {
 		pthread_mutex_lock(&qp->conn_lock);
+		/* release: pairs with the acquire of tstate in
+		 * srn_tcp_is_req_link */
 		__atomic_store_n(&qp->tstate, tq, __ATOMIC_RELEASE);
 		pthread_mutex_unlock(&qp->conn_lock);
 		err = srn_tcp_connect_dial(qp, tq, attr);
@@ -553,6 +604,8 @@ static int srn_tcp_connect(struct srn_qp *qp, const struct ibv_qp_attr *attr)
 	if (err) {
 		srn_progress_lock(); /* no receive side looks at tq now */
 		pthread_mutex_lock(&qp->conn_lock);
+		/* release: pairs with the acquire of tstate in
+		 * srn_tcp_is_req_link (a NULL publishes nothing) */
 		__atomic_store_n(&qp->tstate, NULL, __ATOMIC_RELEASE);
 		pthread_mutex_unlock(&qp->conn_lock);
 		srn_progress_unlock();
@@ -572,6 +625,9 @@ static void srn_tcp_disconnect(struct srn_qp *qp)
 	srn_progress_lock(); /* no receive side runs on the link now */
 	pthread_mutex_lock(&qp->conn_lock);
 	l = tq->link;
+	/* release: pairs with the acquire of tstate in srn_tcp_is_req_link
+	 * (a NULL publishes nothing; the progress lock we hold keeps the
+	 * receive side out) */
 	__atomic_store_n(&qp->tstate, NULL, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&qp->conn_lock);
 	if (l) {
