@@ -76,18 +76,26 @@ static void srn_cq_notify(const struct srn_cq_view *v, const struct srn_cqe *c)
 }
 
 /* Posts one CQE; -ENOSPC (and the overflow flag) when the ring is full. */
-int srn_cq_post(struct srn_cq_view *v, const struct srn_cqe *cqe)
+/* Reserves a slot for a producer: 0 with its position in *p_p, or
+ * -ENOSPC (overflow flagged, the owner kicked). */
+static int srn_cq_reserve(struct srn_cq_view *v, uint64_t *p_p)
 {
 	struct srn_cq_shm *shm = v->shm;
 	/* relaxed: only the CAS's first guess; the CAS below re-reads prod */
 	uint64_t p = __atomic_load_n(&shm->prod, __ATOMIC_RELAXED);
-	struct srn_cqe *slot;
 
-	do {
+	for (;;) {
 		/* relaxed: a hint shared by this process's producers, a lower
 		 * bound of cons; the acquire of cons below is what orders */
 		uint64_t c = __atomic_load_n(&v->cons_seen, __ATOMIC_RELAXED);
 
+		if (srn_unlikely((int64_t)(p - c) < 0)) {
+			/* another producer saw cons past our stale guess of
+			 * prod: guess again (p - c would wrap and look full).
+			 * relaxed: only the CAS's guess, as above */
+			p = __atomic_load_n(&shm->prod, __ATOMIC_RELAXED);
+			continue;
+		}
 		if (p - c > v->mask) {
 			/* the known space is used up: read cons, a line the
 			 * owner writes. acquire: pairs with the release of
@@ -109,14 +117,37 @@ int srn_cq_post(struct srn_cq_view *v, const struct srn_cqe *cqe)
 		/* acq_rel: pairs with this CAS in other producers' srn_cq_post
 		 * and with the acquire of prod in srn_cq_repair; relaxed on
 		 * failure: p is the new guess, the space is checked again */
-	} while (!__atomic_compare_exchange_n(&shm->prod, &p, p + 1, true,
-					      __ATOMIC_ACQ_REL,
-					      __ATOMIC_RELAXED));
+		if (__atomic_compare_exchange_n(&shm->prod, &p, p + 1, true,
+						__ATOMIC_ACQ_REL,
+						__ATOMIC_RELAXED))
+			break;
+	}
+	*p_p = p;
+	return 0;
+}
+
+int srn_cq_post(struct srn_cq_view *v, const struct srn_cqe *cqe)
+{
+	struct srn_cqe *slot;
+	uint64_t p;
+	int err = srn_cq_reserve(v, &p);
+
+	if (err)
+		return err;
 	slot = &v->ring[p & v->mask];
 	memcpy(slot, cqe, offsetof(struct srn_cqe, owner_seq));
 	/* release: pairs with the acquire of owner_seq in srn_cq_drain (and
 	 * srn_cq_repair): the CQE is written before its tag */
 	__atomic_store_n(&slot->owner_seq, (uint32_t)(p + 1), __ATOMIC_RELEASE);
+	if (v->chan_fd >= 0) {
+		/* seq_cst: pairs with the fence in srn_cq_arm. Each side
+		 * stores (the tag here, arm there) then loads what the other
+		 * stored (arm in srn_cq_notify, the tag in the owner's next
+		 * poll): without a fence on both, both loads can miss and the
+		 * event is lost. Only CQs with a channel get events, so only
+		 * they pay for it. */
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	}
 	srn_cq_notify(v, cqe);
 	return 0;
 }
@@ -346,4 +377,8 @@ void srn_cq_arm(struct srn_cq *cq, bool solicited_only)
 			 solicited_only ? SRN_CQ_ARM_SOLICITED :
 					  SRN_CQ_ARM_NEXT,
 			 __ATOMIC_RELEASE);
+	/* seq_cst: pairs with the fence in srn_cq_post: the application's
+	 * poll after arming sees a CQE published before the producer could
+	 * see the arm (tests/unit/test_races.c) */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 }

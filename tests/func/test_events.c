@@ -274,6 +274,91 @@ static int overflow_init(struct chan *c, void *arg)
 	return t_failures;
 }
 
+/* ---- blocking ping-pong: no lost wake-up ----
+ * Both sides block in ibv_get_cq_event for every message, with the usual
+ * pattern: poll, arm, poll again, then block. The arm (by the consumer)
+ * and the completion (by the producer in the other role) race on every
+ * round; if each side's store could pass its own later load, both would
+ * miss the other and the consumer would sleep with a CQE in its ring.
+ * A round that sees no event within 3 s fails (and says whether the
+ * CQE was there). */
+#define BLOCK_ROUNDS 3000
+
+/* Waits, blocking, for one receive completion and posts a new receive. */
+static int block_recv(struct side *s, uint64_t *events)
+{
+	struct ibv_wc wc;
+	struct ibv_cq *cq;
+	void *cctx;
+
+	for (;;) {
+		int n = ibv_poll_cq(s->cq, 1, &wc);
+
+		if (n == 0) {
+			REQUIRE(!ibv_req_notify_cq(s->cq, 0), "arm");
+			n = ibv_poll_cq(s->cq, 1, &wc);
+		}
+		if (n == 1) {
+			REQUIRE(wc.status == IBV_WC_SUCCESS, "status %d",
+				wc.status);
+			REQUIRE(!post_recv1(s->qp, s->buf, 64, s->mr->lkey, 1),
+				"re-post");
+			return 0;
+		}
+		REQUIRE(n == 0, "poll");
+		if (!fd_readable(s->ch->fd, 3000)) {
+			CHECK(0, "no event within 3 s; a CQE is %s",
+			      ibv_poll_cq(s->cq, 1, &wc) == 1 ?
+				      "in the ring: the wake-up was lost" :
+				      "not there either");
+			return -1;
+		}
+		REQUIRE(!ibv_get_cq_event(s->ch, &cq, &cctx), "get event");
+		ibv_ack_cq_events(cq, 1);
+		(*events)++;
+	}
+}
+
+static int block_side(struct chan *c, bool first)
+{
+	struct side_opts o;
+	struct side s;
+	struct peer_info p;
+	uint64_t events = 0;
+
+	side_opts_default(&o);
+	o.use_channel = true;
+	REQUIRE(!side_pair(&s, &o, c, &p), "setup");
+	for (int i = 0; i < 4; i++)
+		REQUIRE(!post_recv1(s.qp, s.buf, 64, s.mr->lkey, 1), "recv");
+	chan_barrier(c);
+	for (int i = 0; i < BLOCK_ROUNDS; i++) {
+		if (first)
+			REQUIRE(!post_send1(s.qp, IBV_WR_SEND, s.buf + 64, 8,
+					    s.mr->lkey, 0, 0, 0, 2),
+				"send %d", i);
+		REQUIRE(!block_recv(&s, &events), "round %d", i);
+		if (!first)
+			REQUIRE(!post_send1(s.qp, IBV_WR_SEND, s.buf + 64, 8,
+					    s.mr->lkey, 0, 0, 0, 2),
+				"send %d", i);
+	}
+	CHECK(events > 0, "the rounds blocked at least once");
+	chan_barrier(c);
+	side_close(&s);
+	return t_failures;
+}
+
+static int block_init(struct chan *c, void *arg)
+{
+	return block_side(c, true);
+}
+
+static int block_target(struct chan *c, void *arg)
+{
+	return block_side(c, false);
+}
+
 int main(int argc, char **argv)
 {
 	enum run_mode m = test_mode(argc, argv);
@@ -283,5 +368,6 @@ int main(int argc, char **argv)
 	RUN("polled_then_idle", idle_init, idle_target, NULL, m, pass, fail);
 	RUN("srq_limit_event", srq_init, srq_target, NULL, m, pass, fail);
 	RUN("cq_overflow_event", overflow_init, role_idle, NULL, m, pass, fail);
+	RUN("blocking_pingpong", block_init, block_target, NULL, m, pass, fail);
 	return test_summary(pass, fail);
 }

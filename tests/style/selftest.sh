@@ -1,8 +1,6 @@
 #!/bin/bash
 # Shows that tools/check_style.py fails when a house style rule is broken:
-# each case copies src/util/ (real files, self-contained: their atomics'
-# partners are all defined there) and the .clang-format into a scratch
-# tree, breaks one rule once and expects a non-zero exit naming the
+# each case copies src/ and the .clang-format into a scratch tree, breaks one rule once and expects a non-zero exit naming the
 # violation; the untouched copy passes.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -14,8 +12,7 @@ fails=0
 
 fresh() {
 	rm -rf "$tmp/src"
-	mkdir -p "$tmp/src"
-	cp -r "$root/src/util" "$tmp/src/util"
+	cp -r "$root/src" "$tmp/src"
 	cp "$root/.clang-format" "$tmp/.clang-format"
 }
 

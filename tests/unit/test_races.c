@@ -1,0 +1,129 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Store-then-load races between two threads on two CPUs, run round after
+ * round on the library's own functions (a litmus test: each side stores,
+ * then loads what the other side stored; unless both sides have a full
+ * barrier in between, x86 lets both loads miss).
+ *
+ *   cq_arm_race   the CQ owner arms (srn_cq_arm) and then looks at the next
+ *                 slot, as its poll after ibv_req_notify_cq does; a peer
+ *                 publishes a CQE there (srn_cq_post) and then looks at
+ *                 the arm. In every round, one of the two must see the
+ *                 other: else the owner sleeps with a CQE in its ring.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "engine/engine.h"
+#include "unit_check.h"
+
+#define ROUNDS 1000000
+#define SLOTS 4
+
+struct race {
+	struct srn_cq_view v; /* the producer's view, with a channel */
+	struct srn_cq cq; /* the owner: only its shm is used */
+	struct srn_cq_shm *shm;
+	unsigned arrive; /* both sides at the start line: 2 per round */
+	unsigned done; /* rounds the producer has finished */
+	unsigned lost, fired;
+};
+
+static void pin(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu % (int)sysconf(_SC_NPROCESSORS_ONLN), &set);
+	pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+/* Both sides leave round r's start line together (a test's spin). */
+static void start_line(struct race *x, unsigned r)
+{
+	/* acq_rel: pairs with the other side's increment (the state the
+	 * owner reset for this round is seen by the producer) */
+	__atomic_fetch_add(&x->arrive, 1, __ATOMIC_ACQ_REL);
+	/* acquire: pairs with the acq_rel increments above */
+	while (__atomic_load_n(&x->arrive, __ATOMIC_ACQUIRE) < 2 * (r + 1))
+		;
+}
+
+/* The owner runs the rounds: resets, races, then judges each. */
+static void *owner(void *arg)
+{
+	struct race *x = arg;
+
+	pin(0);
+	for (unsigned r = 0; r < ROUNDS; r++) {
+		const struct srn_cqe *slot = &x->v.ring[r % SLOTS];
+		uint64_t ev = x->shm->events;
+		bool saw;
+
+		x->shm->arm = SRN_CQ_ARM_NONE;
+		x->shm->cons = r; /* the previous round's CQE is consumed */
+		start_line(x, r);
+		srn_cq_arm(&x->cq, false);
+		/* acquire: as srn_cq_drain reads the tag */
+		saw = __atomic_load_n(&slot->owner_seq, __ATOMIC_ACQUIRE) ==
+		      r + 1;
+		/* acquire: pairs with the release of done in producer */
+		while (__atomic_load_n(&x->done, __ATOMIC_ACQUIRE) != r + 1)
+			;
+		if (x->shm->events != ev)
+			x->fired++; /* the producer saw the arm */
+		else if (!saw)
+			x->lost++; /* neither saw the other */
+	}
+	return NULL;
+}
+
+static void *producer(void *arg)
+{
+	struct race *x = arg;
+	struct srn_cqe c = { .wr_id = 1, .status = IBV_WC_SUCCESS };
+
+	pin(1);
+	for (unsigned r = 0; r < ROUNDS; r++) {
+		start_line(x, r);
+		CHECK(srn_cq_post(&x->v, &c) == 0);
+		/* release: pairs with the acquire in owner */
+		__atomic_store_n(&x->done, r + 1, __ATOMIC_RELEASE);
+	}
+	return NULL;
+}
+
+static void test_cq_arm_race(void)
+{
+	size_t bytes =
+		sizeof(struct srn_cq_shm) + SLOTS * sizeof(struct srn_cqe);
+	struct race x = { 0 };
+	int chan = eventfd(0, EFD_NONBLOCK);
+	pthread_t a, b;
+
+	x.shm = aligned_alloc(64, bytes);
+	memset(x.shm, 0, bytes);
+	x.shm->size = SLOTS;
+	x.shm->cqe_off = sizeof(*x.shm);
+	x.cq.shm = x.shm;
+	CHECK(srn_cq_view_init(&x.v, x.shm, bytes, chan, -1) == 0);
+	pthread_create(&a, NULL, owner, &x);
+	pthread_create(&b, NULL, producer, &x);
+	pthread_join(a, NULL);
+	pthread_join(b, NULL);
+	printf("cq_arm_race: %u rounds, %u fired, %u lost\n", ROUNDS, x.fired,
+	       x.lost);
+	CHECK(x.lost == 0);
+	close(chan);
+	free(x.shm);
+}
+
+int main(void)
+{
+	test_cq_arm_race();
+	return unit_summary();
+}
