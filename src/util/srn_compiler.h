@@ -26,4 +26,21 @@
 #define SRN_ALIGN_UP(x, a) (((x) + ((a) - 1)) & ~((__typeof__(x))(a) - 1))
 /* clang-format on */
 
+/*
+ * A full barrier right after an atomic read-modify-write (the kernel's
+ * smp_mb__after_atomic): it keeps a later load from passing an earlier
+ * store. On x86 the locked instruction of the RMW is such a barrier
+ * already, so only the compiler is held back; elsewhere it is a seq_cst
+ * fence. Each use names the RMW it follows and the fence it pairs with.
+ */
+#if defined(__x86_64__) || defined(__i386__)
+/* seq_cst: a compiler barrier (the preceding locked RMW is the fence);
+ * pairs with srn_resp_peek_recv's fence or the one each use names */
+#define srn_smp_mb_after_atomic() __atomic_signal_fence(__ATOMIC_SEQ_CST)
+#else
+/* seq_cst: pairs with srn_resp_peek_recv's fence or the one each
+ * use names */
+#define srn_smp_mb_after_atomic() __atomic_thread_fence(__ATOMIC_SEQ_CST)
+#endif
+
 #endif /* SRN_COMPILER_H */

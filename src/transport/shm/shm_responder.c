@@ -112,6 +112,13 @@ int srn_resp_peek_recv(struct srn_peer *p, struct srn_rwqe *rw, uint64_t *pos_p)
 		 * a post_recv), which then kicks us */
 		__atomic_store_n(&p->rqv.rq->peer_waiting, SRN_WAIT_RNR,
 				 __ATOMIC_RELEASE);
+		/* seq_cst: pairs with srn_smp_mb_after_atomic in the owner's
+		 * post_recv (srn_qp_post_recv, srn_srq_post_recv). Both sides
+		 * store (the flag here, prod there) then load what the other
+		 * stored: without a full barrier on each, a receive posted
+		 * between the peek and the flag could be missed here while
+		 * the owner misses the flag, and nobody kicks us */
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
 		/* a receive posted between the peek and the flag would
 		 * leave us waiting: look once more */
 		err = srn_rq_peek(&p->rqv, rw, pos_p);

@@ -340,6 +340,10 @@ static int srn_tcp_drain(struct srn_tcp_link *l, bool block, bool ack)
  * side queued meanwhile are sent now (it could not take the lock). */
 static void srn_tcp_tx_catch_up(struct srn_tcp_link *l)
 {
+	/* the caller's unlock of tx_lock is an exchange: a full barrier
+	 * after it (pairs with the fence in srn_tcp_tx_kick) keeps the
+	 * exchange below from passing it */
+	srn_smp_mb_after_atomic();
 	/* seq_cst: pairs with the seq_cst store in srn_tcp_tx_kick; one of
 	 * the two sides is meant to see the other's work (but the other
 	 * side's trylock is acquire, its failure load relaxed: see
@@ -389,6 +393,10 @@ static void srn_tcp_tx_kick(struct srn_tcp_link *l)
 	 * failed trylock here and an empty exchange there from both
 	 * happening */
 	atomic_store_explicit(&l->tx_pending, 1, memory_order_seq_cst);
+	/* a full barrier after the store (pairs with the one in
+	 * srn_tcp_tx_catch_up): on x86 a seq_cst store is a locked
+	 * instruction or a store and mfence, a full barrier already */
+	srn_smp_mb_after_atomic();
 	if (!srn_trylock(&l->tx_lock))
 		return; /* srn_tcp_tx_catch_up will */
 	/* relaxed: we hold tx_lock and drain below, which does what the
