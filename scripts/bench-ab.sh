@@ -9,6 +9,9 @@
 #   scripts/bench-ab.sh LIBDIR_A LIBDIR_B [REPEATS] [LABEL_A] [LABEL_B]
 # LIBDIR_* hold libibverbs.so.1 (e.g. a worktree's build/lib).
 # SOFTRNIC_AB_ROWS=REGEX runs only the rows whose names match.
+# SOFTRNIC_AB_CALLGRIND=1 also counts, with valgrind's callgrind (exact,
+# whatever the machine's noise), the instructions softrnic's code runs per
+# WR in perftest's client (8 B ib_write_bw and ib_send_bw, 100,000 WRs).
 # Pinned: server/target on CPU 0, client/initiator on CPU 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -133,6 +136,26 @@ for r in $(seq 1 "$R"); do
 	done <<<"$ROWS"
 done
 
+# Instructions per WR in softrnic's own code (source under a src/ folder)
+# in the client of PROG -s 8 -n 100000, run under callgrind.
+cg_per_wr() { # libdir prog
+	local lib=$1 prog=$2 n=100000 s
+	port=$((port + 1))
+	LD_LIBRARY_PATH=$lib taskset -c 0 timeout 600 "$prog" -d softrnic0 \
+		-x 0 -F -p $port -s 8 -n $n >/dev/null 2>&1 &
+	s=$!
+	wait_port $port
+	LD_LIBRARY_PATH=$lib taskset -c 1 timeout 600 valgrind \
+		--tool=callgrind --callgrind-out-file="$out/cg" "$prog" \
+		-d softrnic0 -x 0 -F -p $port -s 8 -n $n 127.0.0.1 \
+		>/dev/null 2>&1 || true
+	wait $s || true
+	callgrind_annotate --threshold=100 "$out/cg" 2>/dev/null |
+		grep -E '^ *[0-9,]+ .*/src/[^ ]*:' |
+		awk -v n=$n '{gsub(",", "", $1); s += $1}
+			END {printf "%.1f", s / n}'
+}
+
 med() {
 	[ -f "$out/rec/$1" ] || { echo nan; return; }
 	sort -g "$out/rec/$1" | awk '{a[NR]=$1} END {if (NR==0) print "nan";
@@ -161,6 +184,20 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b+0==0) print "n/a";
 		sb=$(sort -g "$out/rec/${name}_b" | sed -n '1p;$p' | tr '\n' ' ')
 		echo "| $name | $a | $b | $(ratio "$b" "$a") | ${sa% } | ${sb% } |"
 	done <<<"$ROWS"
+	if [ "${SOFTRNIC_AB_CALLGRIND:-0}" = 1 ] &&
+		command -v valgrind >/dev/null; then
+		echo
+		echo "Instructions per WR in softrnic's code, perftest client"
+		echo "under callgrind (8 B, 100,000 WRs; counts, not times):"
+		echo
+		echo "| program | $NA | $NB | B/A |"
+		echo "|---|---|---|---|"
+		for prog in ib_write_bw ib_send_bw; do
+			a=$(cg_per_wr "$LA" $prog)
+			b=$(cg_per_wr "$LB" $prog)
+			echo "| $prog | $a | $b | $(ratio "$b" "$a") |"
+		done
+	fi
 	echo
 	echo '```'
 	for f in $(ls "$out/rec"); do

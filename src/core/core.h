@@ -457,8 +457,6 @@ void srn_qp_apply_attr(struct srn_qp *qp, const struct ibv_qp_attr *a,
 void srn_qp_reset_queues(struct srn_qp *qp);
 void srn_qp_query(struct srn_qp *qp, struct ibv_qp_attr *attr,
 		  struct ibv_qp_init_attr *init);
-int srn_sq_push(struct srn_qp *qp, const struct ibv_send_wr *wr);
-bool srn_qp_take_peer_waiting(struct srn_qp *qp);
 
 /* ---- sge.c ---- */
 struct iovec;

@@ -328,96 +328,6 @@ void srn_qp_reset_queues(struct srn_qp *qp)
 	}
 }
 
-/* Checks a WR like a device does (positive errno); its length in
- * *total_p. */
-static int srn_sq_check(const struct srn_qp *qp, const struct ibv_send_wr *wr,
-			const struct srn_opcode_info *op, uint64_t *total_p)
-{
-	uint64_t total = 0;
-
-	if (!op || wr->num_sge < 0 ||
-	    (uint32_t)wr->num_sge > qp->cap.max_send_sge)
-		return EINVAL;
-	/* acquire: pairs with the release in srn_req_complete */
-	if (qp->sq.prod - __atomic_load_n(&qp->sq.cons, __ATOMIC_ACQUIRE) >=
-	    qp->sq.max_wr)
-		return ENOMEM;
-	for (int i = 0; i < wr->num_sge; i++)
-		total += wr->sg_list[i].length;
-	if ((wr->send_flags & IBV_SEND_INLINE) &&
-	    (!(op->flags & SRN_OP_INLINE_OK) ||
-	     total > qp->cap.max_inline_data))
-		return EINVAL;
-	if ((op->flags & SRN_OP_REMOTE_ATOMIC) &&
-	    (wr->num_sge != 1 || wr->sg_list[0].length != 8))
-		return EINVAL;
-	if (total > SRN_MAX_MSG_SZ)
-		return EINVAL;
-	*total_p = total;
-	return 0;
-}
-
-/* The WR's data: copied inline, or its SGE list. */
-static void srn_sq_fill_data(const struct srn_qp *qp, struct srn_swqe *w,
-			     const struct ibv_send_wr *wr)
-{
-	uint8_t *inl;
-
-	if (wr->send_flags & IBV_SEND_INLINE) {
-		inl = (uint8_t *)&w->sge[qp->cap.max_send_sge];
-		for (int i = 0; i < wr->num_sge; i++) {
-			memcpy(inl + w->inline_len,
-			       (void *)(uintptr_t)wr->sg_list[i].addr,
-			       wr->sg_list[i].length);
-			w->inline_len += wr->sg_list[i].length;
-		}
-		w->num_sge = 0;
-	} else if (wr->num_sge) {
-		memcpy(w->sge, wr->sg_list, wr->num_sge * sizeof(w->sge[0]));
-	}
-}
-
-/* Copies a WR into the send queue after checking it like a device does
- * (positive errno: the verb's convention). sq_lock held. */
-int srn_sq_push(struct srn_qp *qp, const struct ibv_send_wr *wr)
-{
-	const struct srn_opcode_info *op = srn_opcode_get(wr->opcode);
-	struct srn_sq *sq = &qp->sq;
-	struct srn_swqe *w;
-	uint64_t total;
-	int err = srn_sq_check(qp, wr, op, &total);
-
-	if (err)
-		return err;
-	w = (struct srn_swqe *)(sq->buf +
-				(sq->prod & (sq->size - 1)) * sq->stride);
-	w->wr_id = wr->wr_id;
-	w->opcode = wr->opcode;
-	w->send_flags = wr->send_flags;
-	w->num_sge = wr->num_sge;
-	w->imm_data = wr->imm_data;
-	w->total_len = total;
-	w->inline_len = 0;
-	w->done = 0;
-	w->status = IBV_WC_SUCCESS;
-	if (op->flags & SRN_OP_REMOTE_ATOMIC) {
-		w->remote_addr = wr->wr.atomic.remote_addr;
-		w->rkey = wr->wr.atomic.rkey;
-		w->compare_add = wr->wr.atomic.compare_add;
-		w->swap = wr->wr.atomic.swap;
-	} else {
-		w->remote_addr = wr->wr.rdma.remote_addr;
-		w->rkey = wr->wr.rdma.rkey;
-	}
-	srn_sq_fill_data(qp, w, wr);
-	/* release: the WQE is complete before its position is. No load of
-	 * prod pairs with it (more than needed): prod is read only under
-	 * sq_lock (srn_req_run, srn_req_flush), which orders the WQE; the
-	 * lock's acquire in srn_lock pairs with the release in srn_unlock */
-	__atomic_store_n(&sq->prod, sq->prod + 1, __ATOMIC_RELEASE);
-	return 0;
-}
-
 void srn_qp_query(struct srn_qp *qp, struct ibv_qp_attr *attr,
 		  struct ibv_qp_init_attr *init)
 {
@@ -438,16 +348,4 @@ void srn_qp_query(struct srn_qp *qp, struct ibv_qp_attr *attr,
 	init->cap = qp->cap;
 	init->qp_type = ibqp->qp_type;
 	init->sq_sig_all = qp->sq_sig_all;
-}
-
-/* After posting receives: did an initiator stall waiting for them (it
- * then needs a kick)? Clears the flag. */
-bool srn_qp_take_peer_waiting(struct srn_qp *qp)
-{
-	/* relaxed: the first load only skips the exchange when nobody
-	 * waits. acq_rel: the exchange pairs with the release in the
-	 * initiator's stall (srn_resp_peek_recv) */
-	return __atomic_load_n(&qp->shm->rq.peer_waiting, __ATOMIC_RELAXED) &&
-	       __atomic_exchange_n(&qp->shm->rq.peer_waiting, 0,
-				   __ATOMIC_ACQ_REL);
 }

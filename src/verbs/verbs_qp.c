@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/sq.h"
 #include "engine/transport.h"
 #include "verbs/verbs.h"
 
