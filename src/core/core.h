@@ -419,7 +419,8 @@ struct srn_qp {
 	uint64_t stall_deadline_ns;
 	unsigned stall_retries;
 	uint64_t stall_period_ns;
-	/* set by the progress thread when it could not get sq_lock */
+	/* set by the progress thread when it could not get sq_lock:
+	 * SRN_PENDING_* bits */
 	atomic_uint pending_err;
 	atomic_uint pending_run; /* the transport asks the requester to
 				  * run (go back after an RNR NAK) */
@@ -433,6 +434,9 @@ struct srn_qp {
 	struct srn_list links;
 	void *tstate;
 };
+
+#define SRN_PENDING_ERR 1u /* move to ERR */
+#define SRN_PENDING_FATAL 2u /* ... and raise IBV_EVENT_QP_FATAL */
 
 static inline struct srn_qp *to_sqp(struct ibv_qp *q)
 {

@@ -6,11 +6,13 @@
  */
 #include "engine/engine.h"
 
-void srn_comp_send(struct srn_qp *qp, const struct srn_swqe *wqe,
-		   enum ibv_wc_status status)
+/* The send completion of wqe, built while its slot is still ours. */
+void srn_comp_send_cqe(struct srn_qp *qp, const struct srn_swqe *wqe,
+		       enum ibv_wc_status status, struct srn_cqe *c)
 {
 	const struct srn_opcode_info *op = srn_opcode_get(wqe->opcode);
-	struct srn_cqe c = {
+
+	*c = (struct srn_cqe){
 		.wr_id = wqe->wr_id,
 		.status = status,
 		.opcode = op ? op->wc_opcode : IBV_WC_SEND,
@@ -20,10 +22,14 @@ void srn_comp_send(struct srn_qp *qp, const struct srn_swqe *wqe,
 				    (uint32_t)wqe->total_len :
 				    0,
 	};
-
 	if (status != IBV_WC_SUCCESS)
-		c.vendor_err = status;
-	if (srn_cq_post(&qp->send_cq->local, &c))
+		c->vendor_err = status;
+}
+
+/* Posts a send completion built by srn_comp_send_cqe. */
+void srn_comp_send_post(struct srn_qp *qp, const struct srn_cqe *c)
+{
+	if (srn_cq_post(&qp->send_cq->local, c))
 		srn_cq_check_overflow(qp->send_cq);
 }
 

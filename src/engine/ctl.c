@@ -219,7 +219,7 @@ static void srn_ctl_on_hangup(struct srn_ctl_conn *c)
 		srn_warn("QP 0x%06x: peer QP 0x%06x died",
 			 c->qp->ibqpx.qp_base.qp_num, c->src_qpn);
 		srn_cq_peer_died(c->qp->recv_cq);
-		srn_qp_async_error(c->qp);
+		srn_qp_async_fatal(c->qp);
 	}
 	srn_ctl_conn_close(c);
 }

@@ -24,6 +24,7 @@ int srn_qp_check_modify(enum ibv_qp_state cur, enum ibv_qp_state next,
 			enum ibv_qp_type type, int mask);
 void srn_qp_set_state(struct srn_qp *qp, enum ibv_qp_state next);
 void srn_qp_error(struct srn_qp *qp);
+void srn_qp_fatal(struct srn_qp *qp);
 void srn_qp_flush_recv(struct srn_qp *qp);
 
 /* ---- requester.c / completer.c ---- */
@@ -33,8 +34,10 @@ void srn_req_complete(struct srn_qp *qp);
 struct srn_swqe *srn_sq_wqe(struct srn_qp *qp, uint64_t i);
 unsigned srn_req_retry_stalled(struct srn_context *ctx);
 void srn_qp_async_error(struct srn_qp *qp);
-void srn_comp_send(struct srn_qp *qp, const struct srn_swqe *wqe,
-		   enum ibv_wc_status status);
+void srn_qp_async_fatal(struct srn_qp *qp);
+void srn_comp_send_cqe(struct srn_qp *qp, const struct srn_swqe *wqe,
+		       enum ibv_wc_status status, struct srn_cqe *c);
+void srn_comp_send_post(struct srn_qp *qp, const struct srn_cqe *c);
 void srn_comp_recv_flush(struct srn_qp *qp, uint64_t wr_id);
 uint64_t srn_rnr_timer_ns(uint8_t min_rnr_timer);
 uint64_t srn_ack_timeout_ns(uint8_t timeout);

@@ -339,11 +339,12 @@ static void srn_progress_scan(struct srn_context *ctx)
 		/* relaxed: the first load only skips the exchange when no
 		 * peer asked. acq_rel: the exchange pairs with the release
 		 * in srn_resp_error (a peer). release: pending_err pairs
-		 * with the acq_rel exchange in srn_req_run */
+		 * with the acq_rel exchange in srn_req_take_error */
 		if (__atomic_load_n(&qp->shm->err_req, __ATOMIC_RELAXED) &&
 		    __atomic_exchange_n(&qp->shm->err_req, 0, __ATOMIC_ACQ_REL))
-			atomic_store_explicit(&qp->pending_err, 1,
-					      memory_order_release);
+			atomic_fetch_or_explicit(&qp->pending_err,
+						 SRN_PENDING_ERR,
+						 memory_order_release);
 	}
 	srn_list_for_each_safe(pos, tmp, &ctx->srqs)
 		srn_srq_check_limit(

@@ -156,13 +156,21 @@ void srn_req_complete(struct srn_qp *qp)
 	while (sq->cons != __atomic_load_n(&sq->sent, __ATOMIC_ACQUIRE)) {
 		struct srn_swqe *w = srn_sq_wqe(qp, sq->cons);
 
+		struct srn_cqe c;
+		bool post;
+
 		if (!w->done)
 			break;
-		if (w->status != IBV_WC_SUCCESS || srn_wqe_signaled(qp, w))
-			srn_comp_send(qp, w, w->status);
-		/* release: the slot is free; pairs with the acquire of cons
-		 * in srn_sq_check (called by srn_sq_push) */
+		post = w->status != IBV_WC_SUCCESS || srn_wqe_signaled(qp, w);
+		if (post)
+			srn_comp_send_cqe(qp, w, w->status, &c);
+		/* release: the slot is free before its completion can be
+		 * seen (an application that polls it may post at once);
+		 * pairs with the acquire of cons in srn_sq_check (called by
+		 * srn_sq_push) */
 		__atomic_store_n(&sq->cons, sq->cons + 1, __ATOMIC_RELEASE);
+		if (post)
+			srn_comp_send_post(qp, &c);
 	}
 	srn_comp_unlock(qp, locked);
 }
@@ -244,17 +252,29 @@ static void srn_req_rewind(struct srn_qp *qp)
 	srn_comp_unlock(qp, locked);
 }
 
+/* A handler asked for ERR (srn_qp_async_error/_fatal): sq_lock held. */
+static void srn_req_take_error(struct srn_qp *qp)
+{
+	/* acq_rel: pairs with the release of pending_err in
+	 * srn_qp_async_error, srn_qp_async_fatal and srn_progress_scan */
+	unsigned why = atomic_exchange_explicit(&qp->pending_err, 0,
+						memory_order_acq_rel);
+
+	if (why & SRN_PENDING_FATAL)
+		srn_qp_fatal(qp);
+	else if (why)
+		srn_qp_error(qp);
+}
+
 void srn_req_run(struct srn_qp *qp)
 {
 	struct srn_sq *sq = &qp->sq;
 
 	/* relaxed: the first loads only skip the exchanges when no flag is
-	 * set. acq_rel: pairs with the release of pending_err in
-	 * srn_qp_async_error and srn_progress_scan */
+	 * set (srn_req_take_error exchanges pending_err) */
 	if (srn_unlikely(atomic_load_explicit(&qp->pending_err,
-					      memory_order_relaxed)) &&
-	    atomic_exchange_explicit(&qp->pending_err, 0, memory_order_acq_rel))
-		srn_qp_error(qp);
+					      memory_order_relaxed)))
+		srn_req_take_error(qp);
 	/* acquire: pairs with the release of pending_run in the transport's
 	 * RNR NAK handling, which wrote where to go back to for its rewind
 	 * op (tops->rewind, called next); relaxed: the first load, as
@@ -336,8 +356,19 @@ unsigned srn_req_retry_stalled(struct srn_context *ctx)
  */
 void srn_qp_async_error(struct srn_qp *qp)
 {
-	/* release: pairs with the acq_rel exchange in srn_req_run */
-	atomic_store_explicit(&qp->pending_err, 1, memory_order_release);
+	/* release: pairs with the acq_rel exchange in srn_req_take_error */
+	atomic_fetch_or_explicit(&qp->pending_err, SRN_PENDING_ERR,
+				 memory_order_release);
+	srn_progress_request_retry();
+}
+
+/* The same, because the QP's peer or its link was lost: the application
+ * also gets IBV_EVENT_QP_FATAL, as from a device. */
+void srn_qp_async_fatal(struct srn_qp *qp)
+{
+	/* release: pairs with the acq_rel exchange in srn_req_take_error */
+	atomic_fetch_or_explicit(&qp->pending_err, SRN_PENDING_FATAL,
+				 memory_order_release);
 	srn_progress_request_retry();
 }
 

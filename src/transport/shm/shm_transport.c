@@ -326,7 +326,7 @@ static void srn_shm_on_hup(struct srn_pollable *pl, uint32_t events)
 	if (how == SRN_PEER_DEAD) {
 		srn_warn("QP 0x%06x: peer process %d (QP 0x%06x) died",
 			 p->qp->ibqpx.qp_base.qp_num, (int)p->pid, p->qpn);
-		srn_qp_async_error(p->qp);
+		srn_qp_async_fatal(p->qp);
 	} else {
 		srn_progress_request_retry(); /* what waits times out */
 	}
