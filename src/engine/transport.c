@@ -52,6 +52,15 @@ srn_transport_best(const union ibv_gid *dgid)
 	return best;
 }
 
+/* May transport name be used at all (SOFTRNIC_TRANSPORT forces another)? A
+ * transport that may not sets up nothing (no listener, no socket). */
+bool srn_transport_allowed(const char *name)
+{
+	const char *force = getenv("SOFTRNIC_TRANSPORT");
+
+	return !force || !strcmp(force, "auto") || !strcmp(force, name);
+}
+
 const struct srn_transport_ops *srn_transport_select(const union ibv_gid *dgid,
 						     int *err)
 {

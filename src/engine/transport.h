@@ -64,6 +64,7 @@ struct srn_transport_ops {
 };
 
 void srn_transport_register(const struct srn_transport_ops *ops);
+bool srn_transport_allowed(const char *name);
 const struct srn_transport_ops *srn_transport_select(const union ibv_gid *dgid,
 						     int *err);
 void srn_transport_qp_destroy(struct srn_qp *qp);

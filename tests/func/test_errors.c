@@ -408,6 +408,52 @@ static int gone_target(struct chan *c, void *arg)
 	return t_failures;
 }
 
+/* The target moves its QP to ERR: a request that reaches it must not
+ * vanish. Over TCP the target ends the link, so the initiator learns it
+ * at once; over shared memory the target never answers and the retries
+ * run out (RETRY_EXC_ERR). Either way: an error completion soon, and the
+ * initiator's QP in ERR. */
+static int err_peer_init(struct chan *c, void *arg)
+{
+	struct side_opts o;
+	struct side s;
+	struct peer_info p;
+	struct ibv_wc wc;
+
+	side_opts_default(&o);
+	o.timeout = 12; /* 16.8 ms */
+	o.retry_cnt = 2; /* 3 x 16.8 ms = 50 ms */
+	REQUIRE(!side_pair(&s, &o, c, &p), "setup");
+	chan_barrier(c); /* the target's QP is in ERR */
+	CHECK(!post_send1(s.qp, IBV_WR_RDMA_WRITE, s.buf, 64, s.mr->lkey,
+			  p.addr, p.rkey, IBV_SEND_SIGNALED, 1),
+	      "write");
+	CHECK(!poll_one(s.cq, &wc, 2000) && wc.wr_id == 1 &&
+		      wc.status != IBV_WC_SUCCESS,
+	      "a WRITE to a QP in ERR fails within 2 s (%s)",
+	      ibv_wc_status_str(wc.status));
+	CHECK(wait_err(s.qp), "initiator QP not in ERR");
+	chan_barrier(c);
+	side_close(&s);
+	return t_failures;
+}
+
+static int err_peer_target(struct chan *c, void *arg)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+	struct side_opts o;
+	struct side s;
+	struct peer_info p;
+
+	side_opts_default(&o);
+	REQUIRE(!side_pair(&s, &o, c, &p), "setup");
+	CHECK(!ibv_modify_qp(s.qp, &a, IBV_QP_STATE), "to ERR");
+	chan_barrier(c);
+	chan_barrier(c);
+	side_close(&s);
+	return t_failures;
+}
+
 int main(int argc, char **argv)
 {
 	enum run_mode m = test_mode(argc, argv);
@@ -417,6 +463,8 @@ int main(int argc, char **argv)
 		RUN(scen_names[i], err_init, err_target, (void *)(uintptr_t)i,
 		    m, pass, fail);
 	RUN("peer_qp_destroyed->RETRY_EXC_ERR", gone_init, gone_target, NULL, m,
+	    pass, fail);
+	RUN("request_to_qp_in_err", err_peer_init, err_peer_target, NULL, m,
 	    pass, fail);
 	RUN("verbs_errno", verbs_errno, nothing, NULL, m, pass, fail);
 	return test_summary(pass, fail);

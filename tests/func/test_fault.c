@@ -8,9 +8,12 @@
 #define _GNU_SOURCE
 #include "harness.h"
 
+#include <poll.h>
+
 #include <dirent.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -137,6 +140,23 @@ static int drain(struct ibv_cq *cq, int n, int *ok, double *first_err)
 	return errors;
 }
 
+/* The survivor's QP went to ERR on its own: IBV_EVENT_QP_FATAL for it
+ * must be waiting in its context (within 1 s). */
+static void expect_qp_fatal(struct side *s)
+{
+	struct pollfd p = { .fd = s->ctx->async_fd, .events = POLLIN };
+	struct ibv_async_event ev;
+
+	CHECK(poll(&p, 1, 1000) == 1, "an async event within 1 s");
+	if (!(p.revents & POLLIN))
+		return;
+	CHECK(!ibv_get_async_event(s->ctx, &ev), "ibv_get_async_event");
+	CHECK(ev.event_type == IBV_EVENT_QP_FATAL && ev.element.qp == s->qp,
+	      "IBV_EVENT_QP_FATAL for our QP (got %s)",
+	      ibv_event_type_str(ev.event_type));
+	ibv_ack_async_event(&ev);
+}
+
 /* We send, the target dies with our SENDs stalled (no receive posted). */
 static int target_killed(void)
 {
@@ -168,6 +188,7 @@ static int target_killed(void)
 	printf("  target killed: %d WRs failed, first after %.1f ms\n", errors,
 	       (t_err - t_kill) * 1e3);
 	CHECK(s.qp->state == IBV_QPS_ERR, "QP in ERR");
+	expect_qp_fatal(&s);
 	close(c.fd);
 	side_close(&s);
 	CHECK(srn_leftovers() == 0, "softrnic memory still mapped");
@@ -206,9 +227,69 @@ static int initiator_killed(void)
 	printf("  initiator killed after %d messages: %d receives flushed, "
 	       "first after %.1f ms\n",
 	       ok, errors, (t_err - t_kill) * 1e3);
+	expect_qp_fatal(&s);
 	close(c.fd);
 	side_close(&s);
 	CHECK(srn_leftovers() == 0, "softrnic memory still mapped");
+	return t_failures;
+}
+
+/*
+ * The target process is stopped (SIGSTOP) with our WRITE on its way. Over
+ * shared memory a WRITE needs no CPU of the target: it completes. Over
+ * TCP the target's kernel still acknowledges every byte, so no TCP timer
+ * can fire: the RC ACK timer must give RETRY_EXC_ERR after the QP's
+ * budget (timeout x (retry_cnt + 1), floored at 2 s), the QP in ERR.
+ */
+static int target_stopped(void)
+{
+	const char *t = getenv("SOFTRNIC_TRANSPORT");
+	bool tcp = t && !strcmp(t, "tcp");
+	struct side_opts o;
+	struct side s;
+	struct peer_info p;
+	struct chan c;
+	pid_t pid = spawn(false, &c);
+	struct ibv_wc wc;
+	double t0, dt;
+
+	side_opts_default(&o);
+	o.timeout = 14; /* 67 ms */
+	o.retry_cnt = 7; /* 8 x 67 ms = 0.54 s: the 2 s floor applies */
+	REQUIRE(!side_pair(&s, &o, &c, &p), "setup");
+	chan_barrier(&c);
+	/* a first WRITE while the target runs: over shared memory the first
+	 * use of an rkey asks the target for its MR, which a stopped target
+	 * cannot answer */
+	CHECK(!post_send1(s.qp, IBV_WR_RDMA_WRITE, s.buf, 64, s.mr->lkey,
+			  p.addr, p.rkey, IBV_SEND_SIGNALED, 0),
+	      "write");
+	CHECK(!poll_one(s.cq, &wc, 5000) && wc.status == IBV_WC_SUCCESS,
+	      "first write");
+	kill(pid, SIGSTOP);
+	t0 = now_s();
+	CHECK(!post_send1(s.qp, IBV_WR_RDMA_WRITE, s.buf, 64, s.mr->lkey,
+			  p.addr, p.rkey, IBV_SEND_SIGNALED, 1),
+	      "write");
+	CHECK(!poll_one(s.cq, &wc, 10000), "a completion within 10 s");
+	dt = now_s() - t0;
+	if (tcp) {
+		CHECK(wc.status == IBV_WC_RETRY_EXC_ERR,
+		      "RETRY_EXC_ERR from a stopped target (%s)",
+		      ibv_wc_status_str(wc.status));
+		CHECK(dt >= 1.9, "not before the 2 s floor (%.2f s)", dt);
+		CHECK(s.qp->state == IBV_QPS_ERR, "QP in ERR");
+	} else {
+		CHECK(wc.status == IBV_WC_SUCCESS,
+		      "a one-sided WRITE needs no target CPU (%s)",
+		      ibv_wc_status_str(wc.status));
+	}
+	printf("  target stopped: %s after %.2f s\n",
+	       ibv_wc_status_str(wc.status), dt);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	close(c.fd);
+	side_close(&s);
 	return t_failures;
 }
 
@@ -228,6 +309,12 @@ int main(void)
 	else
 		pass++;
 	printf("%s initiator_killed\n", t_failures ? "FAIL" : "ok  ");
+	t_failures = 0;
+	if (target_stopped())
+		fail++;
+	else
+		pass++;
+	printf("%s target_stopped\n", t_failures ? "FAIL" : "ok  ");
 	if (dev_shm_leftovers()) {
 		fprintf(stderr, "FAIL: files left in /dev/shm\n");
 		fail++;

@@ -11,6 +11,15 @@
 
 #define SRN_TCP_PORT_DEFAULT 4791
 #define SRN_TCP_USER_TIMEOUT_MS 5000 /* unacknowledged data: peer gone */
+#define SRN_TCP_KEEPIDLE_S 2 /* idle connections: first probe after... */
+#define SRN_TCP_KEEPINTVL_S 1 /* ...then one a second... */
+#define SRN_TCP_KEEPCNT 3 /* ...and gone after 3 unanswered: ~5 s */
+/* The RC ACK timer looks at every link this often (while there are
+ * links), and never gives up on a request before SRN_TCP_ACK_FLOOR_NS
+ * (a QP's own budget, timeout x (retry_cnt + 1), can be milliseconds:
+ * shorter than a scheduling hiccup of a loaded machine). */
+#define SRN_TCP_TICK_NS 250000000ull
+#define SRN_TCP_ACK_FLOOR_NS 2000000000ull
 #define SRN_TCP_SEND_CHUNK (128u << 10) /* bytes per sendmsg, at most */
 
 /* How the other end went away. */
@@ -47,6 +56,7 @@ struct srn_tcp_link {
 	struct srn_pollable pl; /* pl.link: on the QP's tcp_conns */
 	struct srn_list work_link; /* on srn_tcp_work: ack or answers due */
 	struct srn_list paused_link;
+	struct srn_list all_link; /* on srn_tcp_links (progress lock) */
 	struct srn_qp *qp; /* NULL until HELLO (accepted links) */
 	struct srn_wire_rx rx;
 	struct srn_wire_hello hello; /* the peer's (accepted links) */
@@ -61,6 +71,10 @@ struct srn_tcp_link {
 	uint64_t resp_pos; /* rx: SQ position answered next... */
 	uint32_t resp_psn; /* ...and its psn */
 	enum ibv_wc_status resp_status;
+	/* the RC ACK timer (srn_tcp_req_tick), progress lock */
+	uint32_t rx_answers; /* answers, ACKs and NAKs received */
+	uint32_t tick_answers; /* rx_answers at the last tick */
+	uint64_t wait_since_ns; /* requests unanswered since; 0: none */
 	/* responder: the peer's requests */
 	struct srn_rwqe_buf rb;
 	bool have_rwqe;
@@ -104,6 +118,7 @@ struct srn_tcp_qp {
 };
 
 uint16_t srn_tcp_port(void);
+void srn_tcp_sock_timeouts(int fd);
 int srn_tcp_sendv(int fd, struct iovec *iov, unsigned n);
 
 /*
@@ -123,6 +138,11 @@ struct srn_tcp_up_ops {
 	int (*req_on_ack)(struct srn_tcp_link *l, uint32_t psn);
 	/* the peer left: fail our requests in flight (true: some were) */
 	bool (*req_down)(struct srn_tcp_link *l);
+	/* our requests on l got no answer in time: the oldest fails with
+	 * RETRY_EXC_ERR, the QP goes to ERR */
+	void (*req_timeout)(struct srn_tcp_link *l);
+	/* the ACK timer's tick (every SRN_TCP_TICK_NS while links exist) */
+	void (*req_tick)(struct srn_tcp_link *l, uint64_t now);
 };
 
 /* tcp_link.c: connections, their receive dispatch and their send side */
@@ -138,6 +158,7 @@ int srn_tcp_link_request(struct srn_tcp_link *l, struct srn_wire_hdr *h,
 int srn_tcp_link_answer(struct srn_tcp_link *l, const struct srn_tcp_answer *a);
 void srn_tcp_link_done(struct srn_tcp_link *l, uint32_t psn);
 void srn_tcp_flush_work(bool all);
+void srn_tcp_watchdog(uint64_t now);
 void srn_tcp_resume_paused(void);
 
 /* tcp_transport.c: the requester's side of a link */

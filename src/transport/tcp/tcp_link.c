@@ -39,6 +39,8 @@
 /* under the progress lock */
 static struct srn_list srn_tcp_work = SRN_LIST_INIT(srn_tcp_work);
 static struct srn_list srn_tcp_paused = SRN_LIST_INIT(srn_tcp_paused);
+static struct srn_list srn_tcp_links = SRN_LIST_INIT(srn_tcp_links);
+static uint64_t srn_tcp_next_tick_ns;
 
 static void srn_tcp_on_event(struct srn_pollable *pl, uint32_t events);
 
@@ -48,6 +50,27 @@ static const struct srn_tcp_up_ops *srn_tcp_up;
 void srn_tcp_link_set_up(const struct srn_tcp_up_ops *up)
 {
 	srn_tcp_up = up;
+}
+
+/*
+ * Every connection, dialed or accepted, notices a peer that vanished: data
+ * unacknowledged for SRN_TCP_USER_TIMEOUT_MS breaks it (TCP_USER_TIMEOUT),
+ * and an idle connection is probed (keepalive) after SRN_TCP_KEEPIDLE_S
+ * and given up SRN_TCP_KEEPCNT probes later. A peer that is only stopped
+ * still answers both from its kernel: the RC ACK timer catches that.
+ */
+void srn_tcp_sock_timeouts(int fd)
+{
+	unsigned user_timeout_ms = SRN_TCP_USER_TIMEOUT_MS;
+	int one = 1, idle = SRN_TCP_KEEPIDLE_S, intvl = SRN_TCP_KEEPINTVL_S,
+	    cnt = SRN_TCP_KEEPCNT;
+
+	setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms,
+		   sizeof(user_timeout_ms));
+	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
 }
 
 uint16_t srn_tcp_port(void)
@@ -73,6 +96,7 @@ struct srn_tcp_link *srn_tcp_link_new(int fd)
 	srn_list_init(&l->pl.link);
 	srn_list_init(&l->work_link);
 	srn_list_init(&l->paused_link);
+	srn_list_init(&l->all_link);
 	srn_wire_rx_init(&l->rx);
 	srn_lock_init(&l->tx_lock);
 	l->done_psn = UINT32_MAX; /* nothing asked yet */
@@ -103,7 +127,39 @@ static void srn_tcp_link_events(struct srn_tcp_link *l)
 
 int srn_tcp_link_add(struct srn_tcp_link *l)
 {
-	return srn_progress_add_data(&l->pl, EPOLLIN | EPOLLRDHUP);
+	int err = srn_progress_add_data(&l->pl, EPOLLIN | EPOLLRDHUP);
+
+	if (err)
+		return err;
+	srn_progress_lock();
+	if (srn_list_empty(&srn_tcp_links)) { /* the ACK timer starts */
+		srn_tcp_next_tick_ns = srn_now_ns() + SRN_TCP_TICK_NS;
+		srn_progress_wake_at(srn_tcp_next_tick_ns);
+	}
+	srn_list_add_tail(&l->all_link, &srn_tcp_links);
+	srn_progress_unlock();
+	return 0;
+}
+
+/* Progress lock, from the timer or a kick: every SRN_TCP_TICK_NS, each
+ * link's requester side checks its ACK timer (srn_tcp_req_tick). Runs
+ * only while there are links: an idle process with none never wakes. */
+void srn_tcp_watchdog(uint64_t now)
+{
+	struct srn_list *pos, *tmp;
+
+	if (srn_list_empty(&srn_tcp_links))
+		return;
+	if (now >= srn_tcp_next_tick_ns) {
+		srn_list_for_each_safe(pos, tmp, &srn_tcp_links)
+			srn_tcp_up->req_tick(srn_list_entry(pos,
+							    struct srn_tcp_link,
+							    all_link),
+					     now);
+		srn_tcp_next_tick_ns = now + SRN_TCP_TICK_NS;
+	}
+	/* an earlier deadline may have taken the timer: ask again */
+	srn_progress_wake_at(srn_tcp_next_tick_ns);
 }
 
 void srn_tcp_link_free(struct srn_tcp_link *l)
@@ -112,6 +168,7 @@ void srn_tcp_link_free(struct srn_tcp_link *l)
 	srn_progress_del(&l->pl);
 	srn_list_del(&l->paused_link);
 	srn_list_del(&l->work_link);
+	srn_list_del(&l->all_link);
 	srn_progress_unlock();
 	if (l->qp) {
 		pthread_mutex_lock(&l->qp->conn_lock);
@@ -452,7 +509,7 @@ static void srn_tcp_doom(struct srn_tcp_link *l)
 	l->on_work = false;
 	l->doom_ns = 0;
 	if (srn_tcp_up->req_down(l))
-		srn_qp_async_error(l->qp);
+		srn_tcp_up->req_timeout(l);
 }
 
 /* Held-back ACKs go out: all of them when an application polls an empty
@@ -591,6 +648,15 @@ static void srn_tcp_link_down(struct srn_tcp_link *l, int err)
 	/* release: pairs with the acquire of gone in srn_tcp_execute and
 	 * srn_tcp_connect_wait */
 	atomic_store_explicit(&l->gone, how, memory_order_release);
+	if (err == -ESHUTDOWN) {
+		/* a request reached our QP in ERR: end the connection (FIN,
+		 * no BYE) so that the peer fails its QP now, instead of
+		 * waiting for answers that will never come */
+		srn_dbg("QP 0x%06x in ERR: ending its link %s",
+			qp ? qp->ibqpx.qp_base.qp_num : 0, l->desc);
+		shutdown(l->pl.fd, SHUT_RDWR);
+		err = -ECONNABORTED;
+	}
 	if (qp) {
 		if (how == SRN_TCP_DEAD && err != -ECONNABORTED)
 			srn_warn(
@@ -604,7 +670,7 @@ static void srn_tcp_link_down(struct srn_tcp_link *l, int err)
 		keep = tq && __atomic_load_n(&tq->link, __ATOMIC_RELAXED) == l;
 		pthread_mutex_unlock(&qp->conn_lock);
 		if (how == SRN_TCP_DEAD && err != -ECONNABORTED)
-			srn_qp_async_error(qp);
+			srn_qp_async_fatal(qp);
 		else if (keep && srn_tcp_up->req_down(l))
 			srn_tcp_doom_later(l);
 	}

@@ -185,7 +185,7 @@ int srn_tcp_resp_on_hdr(struct srn_tcp_link *c, const struct srn_wire_hdr *h,
 	if (st == IBV_QPS_RESET || st == IBV_QPS_INIT)
 		return -EAGAIN; /* not ready to receive: wait for RTR */
 	if (st == IBV_QPS_ERR)
-		return -ECONNABORTED; /* a device drops it: the sender fails */
+		return -ESHUTDOWN; /* the link ends: the sender learns it */
 	c->st = IBV_WC_SUCCESS;
 	c->ws = SRN_WS_OK;
 	switch (h->opcode) {
@@ -399,6 +399,7 @@ static void srn_tcp_on_accept(struct srn_pollable *pl, uint32_t events)
 
 	if (fd < 0)
 		return;
+	srn_tcp_sock_timeouts(fd);
 	c = srn_tcp_link_new(fd);
 	if (!c) {
 		close(fd);
@@ -408,26 +409,49 @@ static void srn_tcp_on_accept(struct srn_pollable *pl, uint32_t events)
 		srn_tcp_link_free(c);
 }
 
-/* With the progress thread: listen on the host-wide port. Failure is not
- * fatal (only same-host peers are then reachable). */
+/* The address to listen on: SOFTRNIC_BIND, else the GID's (network
+ * order). Peers dial a QP's GID address, so nothing else is needed. */
+static uint32_t srn_tcp_bind_addr(void)
+{
+	const char *env = getenv("SOFTRNIC_BIND");
+	struct in_addr a;
+
+	if (env && inet_pton(AF_INET, env, &a) == 1)
+		return a.s_addr;
+	if (env)
+		srn_warn("SOFTRNIC_BIND=%s is not an IPv4 address; ignored",
+			 env);
+	return srn_device_get()->ipv4;
+}
+
+/* With the progress thread: listen on the host-wide port, on the GID's
+ * address, when TCP may be used at all (not with SOFTRNIC_TRANSPORT=shm).
+ * Failure is not fatal (only same-host peers are then reachable). */
 static void srn_tcp_listen_start(void)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET,
 				  .sin_port = htons(srn_tcp_port()),
-				  .sin_addr.s_addr = htonl(INADDR_ANY) };
+				  .sin_addr.s_addr = srn_tcp_bind_addr() };
+	char ip[INET_ADDRSTRLEN];
 	int one = 1, fd;
 
+	if (!srn_transport_allowed("tcp"))
+		return;
+	inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof(ip));
 	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) || listen(fd, 128)) {
-		srn_dbg("TCP port %u: %m; other hosts cannot reach us",
-			srn_tcp_port());
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
+	    listen(fd, SOMAXCONN)) {
+		srn_warn("TCP %s:%u: %m; QPs of this process are reachable "
+			 "from this host only",
+			 ip, srn_tcp_port());
 		close(fd);
 		return;
 	}
+	srn_dbg("listening on TCP %s:%u", ip, srn_tcp_port());
 	srn_tcp_listener.fd = fd;
 	srn_tcp_listener.fn = srn_tcp_on_accept;
 	if (srn_progress_add(&srn_tcp_listener, EPOLLIN)) {
@@ -459,8 +483,10 @@ void srn_tcp_kick(struct srn_qp *qp)
 
 static void srn_tcp_work(bool idle)
 {
-	if (!idle)
+	if (!idle) {
 		srn_tcp_resume_paused(); /* RNR deadlines */
+		srn_tcp_watchdog(srn_now_ns()); /* the RC ACK timer */
+	}
 	srn_tcp_flush_work(idle); /* ACKs held back */
 }
 

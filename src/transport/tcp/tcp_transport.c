@@ -264,7 +264,10 @@ static int srn_tcp_acked(struct srn_tcp_link *l, uint32_t psn)
 
 int srn_tcp_req_on_ack(struct srn_tcp_link *l, uint32_t psn)
 {
-	return srn_tcp_is_req_link(l) ? srn_tcp_acked(l, psn) : -EPROTO;
+	if (!srn_tcp_is_req_link(l))
+		return -EPROTO;
+	l->rx_answers++; /* the ACK timer: the peer is answering */
+	return srn_tcp_acked(l, psn);
 }
 
 /* An answer that is the WQE's own (READ_RESP, ATOMIC_RESP, a NAK): the
@@ -396,6 +399,7 @@ int srn_tcp_req_on_msg(struct srn_tcp_link *l, const struct srn_wire_hdr *h)
 	struct srn_qp *qp = l->qp;
 	struct srn_swqe *w;
 
+	l->rx_answers++; /* the ACK timer: the peer is answering */
 	if (h->opcode == SRN_WOP_ACK && h->aux == SRN_WS_OK)
 		return 0; /* done in srn_tcp_req_on_hdr */
 	if (h->opcode == SRN_WOP_ACK && h->aux == SRN_WS_RNR &&
@@ -436,6 +440,57 @@ bool srn_tcp_req_down(struct srn_tcp_link *l)
 		       __atomic_load_n(&l->qp->sq.sent, __ATOMIC_ACQUIRE);
 }
 
+/* Our requests on l got no answer in time (the peer left in order and
+ * its retry time ran out, or the ACK timer): as on a device whose retries
+ * ran out, the oldest completes with RETRY_EXC_ERR and the QP goes to ERR,
+ * which flushes the rest. Progress lock. */
+static void srn_tcp_req_timeout(struct srn_tcp_link *l)
+{
+	struct srn_qp *qp = l->qp;
+
+	srn_tcp_wqe_done(qp, srn_sq_wqe(qp, l->resp_pos), IBV_WC_RETRY_EXC_ERR);
+	l->resp_pos++;
+	l->resp_psn++;
+	/* not completed here: the requester moves the QP to ERR first, then
+	 * completes this WQE and flushes the rest (srn_req_run), so the
+	 * application never sees the error while the QP is still in RTS */
+	srn_qp_async_error(qp);
+}
+
+/*
+ * The RC ACK timer, at every tick of srn_tcp_watchdog: requests of ours
+ * that got no answer at all (no ACK, NAK or response) for the QP's budget,
+ * timeout x (retry_cnt + 1), at least SRN_TCP_ACK_FLOOR_NS, time out. A
+ * stopped peer's kernel still acknowledges TCP segments and answers
+ * keepalives: only this notices it. timeout 0 waits forever (the spec's
+ * infinite timeout). Progress lock.
+ */
+static void srn_tcp_req_tick(struct srn_tcp_link *l, uint64_t now)
+{
+	struct srn_qp *qp = l->qp;
+	uint64_t budget;
+
+	if (!qp || !srn_tcp_req_down(l)) {
+		l->wait_since_ns = 0; /* nothing of ours in flight here */
+		return;
+	}
+	if (!l->wait_since_ns || l->rx_answers != l->tick_answers) {
+		l->wait_since_ns = now; /* waiting starts, or goes on */
+		l->tick_answers = l->rx_answers;
+		return;
+	}
+	budget = srn_ack_timeout_ns(qp->attr.timeout) *
+		 (qp->attr.retry_cnt + 1u);
+	if (!budget || now - l->wait_since_ns < budget ||
+	    now - l->wait_since_ns < SRN_TCP_ACK_FLOOR_NS)
+		return;
+	srn_warn("QP 0x%06x: no answer from %s for %.1f s: retries exhausted",
+		 qp->ibqpx.qp_base.qp_num, l->desc,
+		 (now - l->wait_since_ns) / 1e9);
+	l->wait_since_ns = 0;
+	srn_tcp_req_timeout(l);
+}
+
 /* ---- connection ---- */
 
 static int srn_tcp_hello(int fd, struct srn_qp *qp, uint32_t dqpn)
@@ -468,17 +523,14 @@ static int srn_tcp_dial(const union ibv_gid *dgid, uint32_t dqpn,
 	struct sockaddr_in sa = { .sin_family = AF_INET,
 				  .sin_port = htons(srn_tcp_port()) };
 	struct timeval tv = { 5, 0 }, zero = { 0, 0 };
-	unsigned user_timeout_ms = SRN_TCP_USER_TIMEOUT_MS;
 	int fd, err;
 
 	memcpy(&sa.sin_addr.s_addr, dgid->raw + 12, 4);
 	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	/* a peer host that vanishes without a reset: data unacknowledged
-	 * for this long breaks the connection (then ERR, flush) */
-	setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms,
-		   sizeof(user_timeout_ms));
+	/* a peer host that vanishes: the connection breaks (then ERR) */
+	srn_tcp_sock_timeouts(fd);
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)))
@@ -675,6 +727,8 @@ static const struct srn_tcp_up_ops srn_tcp_up_ops = {
 	.req_on_msg = srn_tcp_req_on_msg,
 	.req_on_ack = srn_tcp_req_on_ack,
 	.req_down = srn_tcp_req_down,
+	.req_timeout = srn_tcp_req_timeout,
+	.req_tick = srn_tcp_req_tick,
 };
 
 /* When the library is loaded: the link's upcalls, then the transport. */
