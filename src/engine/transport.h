@@ -45,6 +45,9 @@ struct srn_transport_ops {
 	/* Optional: WQEs from *pos_p on must be executed again (they were
 	 * dropped by the target after an RNR NAK); sq_lock held. */
 	bool (*rewind)(struct srn_qp *qp, uint64_t *pos_p);
+	/* Optional: ibv_query_qp, what the transport knows better (its
+	 * PSNs); sq_lock held. */
+	void (*query)(struct srn_qp *qp, struct ibv_qp_attr *attr);
 	/* A short description of the connection, for softrnic stat. */
 	const char *(*describe)(struct srn_qp *qp);
 

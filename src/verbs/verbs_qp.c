@@ -154,9 +154,15 @@ SRN_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 SRN_EXPORT int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 			    int mask, struct ibv_qp_init_attr *init)
 {
+	struct srn_qp *qp = to_sqp(ibqp);
+
 	if (!attr || !init)
 		return EINVAL;
-	srn_qp_query(to_sqp(ibqp), attr, init);
+	srn_qp_query(qp, attr, init);
+	srn_lock(&qp->sq_lock);
+	if (qp->tops && qp->tops->query)
+		qp->tops->query(qp, attr);
+	srn_unlock(&qp->sq_lock);
 	return 0;
 }
 

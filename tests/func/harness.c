@@ -149,7 +149,7 @@ int side_connect(struct side *s, const struct peer_info *peer,
 	a.qp_state = IBV_QPS_RTR;
 	a.path_mtu = IBV_MTU_4096;
 	a.dest_qp_num = peer->qpn;
-	a.rq_psn = 0;
+	a.rq_psn = o->psn;
 	a.max_dest_rd_atomic = 16;
 	a.min_rnr_timer = o->min_rnr_timer;
 	a.ah_attr.is_global = 1;
@@ -167,7 +167,7 @@ int side_connect(struct side *s, const struct peer_info *peer,
 	a.timeout = o->timeout;
 	a.retry_cnt = o->retry_cnt;
 	a.rnr_retry = o->rnr_retry;
-	a.sq_psn = 0;
+	a.sq_psn = o->psn;
 	a.max_rd_atomic = o->max_rd_atomic ? o->max_rd_atomic : 16;
 	return ibv_modify_qp(s->qp, &a,
 			     IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |

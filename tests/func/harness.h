@@ -73,6 +73,7 @@ struct side_opts {
 	bool use_srq;
 	uint8_t rnr_retry, min_rnr_timer, retry_cnt, timeout;
 	uint8_t max_rd_atomic; /* 0: 16 */
+	uint32_t psn; /* sq_psn and rq_psn of both sides (they must agree) */
 };
 
 struct peer_info {

@@ -164,6 +164,67 @@ static int objects(struct chan *c, void *arg)
 	return t_failures;
 }
 
+/* ---- PSNs ----
+ * Both QPs start at a PSN the applications agreed on (not 0): traffic
+ * flows, and over TCP, where PSNs are on the wire, ibv_query_qp reports
+ * them moving on from there (one per request). */
+#define PSN0 0xfedcb0u
+
+static int psn_init(struct chan *c, void *arg)
+{
+	const char *t = getenv("SOFTRNIC_TRANSPORT");
+	struct ibv_qp_init_attr init;
+	struct ibv_qp_attr qa;
+	struct side_opts o;
+	struct side s;
+	struct peer_info p;
+	struct ibv_wc wc;
+
+	side_opts_default(&o);
+	o.psn = PSN0;
+	REQUIRE(!side_pair(&s, &o, c, &p), "setup");
+	for (int i = 0; i < 20; i++) {
+		CHECK(!post_send1(s.qp, IBV_WR_RDMA_WRITE, s.buf, 64,
+				  s.mr->lkey, p.addr, p.rkey, IBV_SEND_SIGNALED,
+				  i),
+		      "write");
+		CHECK(!poll_one(s.cq, &wc, T) && wc.status == IBV_WC_SUCCESS,
+		      "write %d from PSN 0x%x: %s", i, PSN0,
+		      ibv_wc_status_str(wc.status));
+	}
+	CHECK(!ibv_query_qp(s.qp, &qa, IBV_QP_SQ_PSN | IBV_QP_RQ_PSN, &init),
+	      "query");
+	if (t && !strcmp(t, "tcp"))
+		CHECK(qa.sq_psn == PSN0 + 20 && qa.rq_psn == PSN0,
+		      "PSNs on the wire: sq 0x%x (0x%x), rq 0x%x (0x%x)",
+		      qa.sq_psn, PSN0 + 20, qa.rq_psn, PSN0);
+	chan_barrier(c);
+	side_close(&s);
+	return t_failures;
+}
+
+static int psn_target(struct chan *c, void *arg)
+{
+	struct ibv_qp_init_attr init;
+	struct ibv_qp_attr qa;
+	const char *t = getenv("SOFTRNIC_TRANSPORT");
+	struct side_opts o;
+	struct side s;
+	struct peer_info p;
+
+	side_opts_default(&o);
+	o.psn = PSN0;
+	REQUIRE(!side_pair(&s, &o, c, &p), "setup");
+	chan_barrier(c);
+	CHECK(!ibv_query_qp(s.qp, &qa, IBV_QP_SQ_PSN | IBV_QP_RQ_PSN, &init),
+	      "query");
+	if (t && !strcmp(t, "tcp"))
+		CHECK(qa.rq_psn == PSN0 + 20, "the target expects 0x%x (0x%x)",
+		      qa.rq_psn, PSN0 + 20);
+	side_close(&s);
+	return t_failures;
+}
+
 /* ---- fork ---- */
 static int fork_init(struct chan *c, void *arg)
 {
@@ -242,5 +303,6 @@ int main(int argc, char **argv)
 	    fail);
 	RUN("err_reset_reuse+ah+gid", objects, role_idle, NULL, m, pass, fail);
 	RUN("fork_child_isolated", fork_init, fork_target, NULL, m, pass, fail);
+	RUN("psn_not_zero+query", psn_init, psn_target, NULL, m, pass, fail);
 	return test_summary(pass, fail);
 }

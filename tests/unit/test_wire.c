@@ -261,6 +261,21 @@ static void test_invalid(void)
 	CHECK(refused(h));
 	h = ok, h.psn = 5; /* out of sequence */
 	CHECK(refused(h));
+	{ /* before its owner anchors it, the first request may start
+	   * anywhere; the next ones follow it */
+		struct srn_wire_rx rx;
+		struct got g = { 0 };
+		size_t used;
+
+		srn_wire_rx_init(&rx);
+		rx.psn_free = true;
+		h = ok, h.psn = 0xabcdef;
+		CHECK(srn_wire_feed(&rx, (uint8_t *)&h, sizeof(h), &sink, &g,
+				    &used) >= 0);
+		h.psn = 0xabcdef + 2; /* one skipped */
+		CHECK(srn_wire_feed(&rx, (uint8_t *)&h, sizeof(h), &sink, &g,
+				    &used) < 0);
+	}
 	h = ok, h.len = SRN_WIRE_MAX_PAYLOAD + 1;
 	CHECK(refused(h));
 	h = ok, h.opcode = SRN_WOP_ACK, h.aux = SRN_WS_NR;

@@ -53,10 +53,13 @@ struct srn_tcp_answer {
  * producer) that whoever holds tx_lock sends, and acknowledges.
  */
 struct srn_tcp_link {
-	struct srn_pollable pl; /* pl.link: on the QP's tcp_conns */
+	struct srn_pollable pl; /* pl.link: on the QP's links */
 	struct srn_list work_link; /* on srn_tcp_work: ack or answers due */
 	struct srn_list paused_link;
 	struct srn_list all_link; /* on srn_tcp_links (progress lock) */
+	uint32_t peer_ipv4; /* accepted: the address it came from (network
+			     * order) */
+	bool tx_started; /* our requests began at the QP's sq_psn */
 	struct srn_qp *qp; /* NULL until HELLO (accepted links) */
 	struct srn_wire_rx rx;
 	struct srn_wire_hello hello; /* the peer's (accepted links) */
@@ -102,6 +105,10 @@ struct srn_tcp_qp {
 	struct srn_tcp_link *link; /* requests go here; NULL while waiting
 				    * for the peer to connect (conn_lock
 				    * writes, release) */
+	struct srn_tcp_link *peer_link; /* the peer's requests come here,
+					 * and only here: the link it dialed
+					 * or ours (conn_lock and progress
+					 * lock write, release) */
 	bool dialer; /* we connect; else the peer connects to us */
 	uint8_t dgid[16];
 	uint32_t dqpn;
@@ -151,7 +158,11 @@ struct srn_tcp_link *srn_tcp_link_new(int fd);
 void srn_tcp_link_free(struct srn_tcp_link *l);
 void srn_tcp_link_name(struct srn_tcp_link *l);
 int srn_tcp_link_add(struct srn_tcp_link *l);
-void srn_tcp_link_bind(struct srn_tcp_link *l, struct srn_qp *qp);
+int srn_tcp_link_bind(struct srn_tcp_link *l, struct srn_qp *qp);
+void srn_tcp_link_own(struct srn_tcp_link *l, struct srn_qp *qp,
+		      struct srn_tcp_qp *tq);
+bool srn_tcp_link_matches(const struct srn_tcp_link *l,
+			  const struct srn_tcp_qp *tq);
 void srn_tcp_link_bye(struct srn_tcp_link *l);
 int srn_tcp_link_request(struct srn_tcp_link *l, struct srn_wire_hdr *h,
 			 struct iovec *iov, unsigned n);

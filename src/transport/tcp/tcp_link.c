@@ -98,6 +98,7 @@ struct srn_tcp_link *srn_tcp_link_new(int fd)
 	srn_list_init(&l->paused_link);
 	srn_list_init(&l->all_link);
 	srn_wire_rx_init(&l->rx);
+	l->rx.psn_free = true; /* until srn_tcp_link_own */
 	srn_lock_init(&l->tx_lock);
 	l->done_psn = UINT32_MAX; /* nothing asked yet */
 	l->ack_sent = UINT32_MAX;
@@ -171,8 +172,19 @@ void srn_tcp_link_free(struct srn_tcp_link *l)
 	srn_list_del(&l->all_link);
 	srn_progress_unlock();
 	if (l->qp) {
+		struct srn_tcp_qp *tq;
+
 		pthread_mutex_lock(&l->qp->conn_lock);
 		srn_list_del(&l->pl.link);
+		tq = l->qp->tstate; /* conn_lock held */
+		/* relaxed: conn_lock and the progress lock, which every writer
+		 * of peer_link holds; the release in srn_tcp_link_own
+		 * published what readers need, and nothing is published by
+		 * clearing it */
+		if (tq &&
+		    __atomic_load_n(&tq->peer_link, __ATOMIC_RELAXED) == l)
+			__atomic_store_n(&tq->peer_link, NULL,
+					 __ATOMIC_RELAXED);
 		pthread_mutex_unlock(&l->qp->conn_lock);
 	}
 	if (l->pl.fd >= 0)
@@ -181,29 +193,92 @@ void srn_tcp_link_free(struct srn_tcp_link *l)
 	free(l);
 }
 
-/* HELLO matched QP qp: the link is the QP's. If the QP waits for its peer
- * to connect (it does not dial, see srn_tcp_connect), its requests go
- * here from now on. */
-void srn_tcp_link_bind(struct srn_tcp_link *l, struct srn_qp *qp)
+/* Does l's HELLO name the peer of QP tq's RTR attributes (its QPN and
+ * GID), and does it come from that GID's address? conn_lock held. */
+bool srn_tcp_link_matches(const struct srn_tcp_link *l,
+			  const struct srn_tcp_qp *tq)
 {
-	struct srn_tcp_qp *tq;
-	bool adopted = false;
+	return l->hello.src_qpn == tq->dqpn &&
+	       !memcmp(l->hello.src_gid, tq->dgid, 16) &&
+	       !memcmp(&l->peer_ipv4, tq->dgid + 12, 4);
+}
 
-	l->qp = qp;
+/*
+ * l becomes the link the QP's peer sends its requests on (and, on the side
+ * that did not dial, where the QP's own requests go): the one link the QP
+ * talks to. The peer's requests start at the QP's rq_psn. conn_lock held,
+ * and the progress lock (no receive side runs on l meanwhile).
+ */
+void srn_tcp_link_own(struct srn_tcp_link *l, struct srn_qp *qp,
+		      struct srn_tcp_qp *tq)
+{
+	l->done_psn = qp->attr.rq_psn - 1; /* nothing done yet */
+	if (l->rx.psn_free) { /* no request parsed yet: they start here */
+		l->rx.next_psn = qp->attr.rq_psn;
+		l->rx.psn_free = false;
+	}
+	/* relaxed: tx_lock's, and nothing sends on l before it is owned */
+	__atomic_store_n(&l->ack_sent, l->done_psn, __ATOMIC_RELAXED);
+	/* release: pairs with the acquire of peer_link in
+	 * srn_tcp_is_peer_link */
+	__atomic_store_n(&tq->peer_link, l, __ATOMIC_RELEASE);
+	if (tq->dialer)
+		return; /* its requests go on the link it dialed */
+	snprintf(tq->desc, sizeof(tq->desc), "%s", l->desc);
+	/* release: the link is set up before it is seen; pairs with the
+	 * acquire of tq->link in srn_tcp_execute */
+	__atomic_store_n(&tq->link, l, __ATOMIC_RELEASE);
+}
+
+/* Links that wait for their QP to reach RTR, at most (per QP). */
+#define SRN_TCP_MAX_CANDIDATES 8
+
+static unsigned srn_tcp_candidates(struct srn_qp *qp)
+{
+	struct srn_list *pos;
+	unsigned n = 0;
+
+	srn_list_for_each(pos, &qp->links)
+		n++;
+	return n;
+}
+
+/*
+ * HELLO on l named QP qp. A QP at RTR takes it only if it matches its RTR
+ * attributes (srn_tcp_link_matches) and it has no peer link yet: a second
+ * claim, or a wrong one, is refused (-EACCES) and costs only its socket. A
+ * QP not at RTR yet keeps it as a candidate (srn_tcp_connect_wait decides).
+ * Progress lock held.
+ */
+int srn_tcp_link_bind(struct srn_tcp_link *l, struct srn_qp *qp)
+{
+	struct srn_tcp_link *old = NULL;
+	struct srn_tcp_qp *tq;
+	int err = 0;
+
 	pthread_mutex_lock(&qp->conn_lock);
-	srn_list_add_tail(&l->pl.link, &qp->links);
 	tq = qp->tstate; /* conn_lock held */
-	if (tq && !tq->dialer && !tq->link && tq->dqpn == l->hello.src_qpn &&
-	    !memcmp(tq->dgid, l->hello.src_gid, 16)) {
-		snprintf(tq->desc, sizeof(tq->desc), "%s", l->desc);
-		/* release: the link is set up before it is seen; pairs with
-		 * the acquire of tq->link in srn_tcp_execute */
-		__atomic_store_n(&tq->link, l, __ATOMIC_RELEASE);
-		adopted = true;
+	if (tq && (tq->peer_link || !srn_tcp_link_matches(l, tq)))
+		err = -EACCES;
+	else if (tq && !tq->dialer && tq->link &&
+		 srn_tcp_up->req_down(tq->link))
+		err = -EACCES; /* our requests on the old link time out first */
+	else if (!tq && srn_tcp_candidates(qp) >= SRN_TCP_MAX_CANDIDATES)
+		err = -EBUSY;
+	if (!err) {
+		l->qp = qp;
+		srn_list_add_tail(&l->pl.link, &qp->links);
+		if (tq && !tq->dialer) /* a link whose peer left in order */
+			old = tq->link;
+		if (tq)
+			srn_tcp_link_own(l, qp, tq);
 	}
 	pthread_mutex_unlock(&qp->conn_lock);
-	if (adopted)
+	if (old) /* replaced: nobody sends on it any more */
+		srn_tcp_link_free(old);
+	if (!err && tq && !tq->dialer)
 		srn_progress_request_retry(); /* requests waiting for it */
+	return err;
 }
 
 /*
@@ -642,7 +717,7 @@ static void srn_tcp_link_down(struct srn_tcp_link *l, int err)
 	unsigned how = l->bye ? SRN_TCP_CLOSED : SRN_TCP_DEAD;
 	struct srn_qp *qp = l->qp;
 	struct srn_tcp_qp *tq;
-	bool keep = false;
+	bool keep = false, own;
 
 	srn_progress_del(&l->pl);
 	/* release: pairs with the acquire of gone in srn_tcp_execute and
@@ -658,21 +733,31 @@ static void srn_tcp_link_down(struct srn_tcp_link *l, int err)
 		err = -ECONNABORTED;
 	}
 	if (qp) {
-		if (how == SRN_TCP_DEAD && err != -ECONNABORTED)
-			srn_warn(
-				"QP 0x%06x: connection to QP 0x%06x (%s) lost: %s",
-				qp->ibqpx.qp_base.qp_num, l->hello.src_qpn,
-				l->desc, strerror(err ? -err : ECONNRESET));
 		pthread_mutex_lock(&qp->conn_lock);
 		tq = qp->tstate; /* conn_lock held */
-		/* relaxed: every writer of tq->link holds conn_lock, as we
-		 * do */
+		/* relaxed: every writer of tq->link and tq->peer_link holds
+		 * conn_lock, as we do */
 		keep = tq && __atomic_load_n(&tq->link, __ATOMIC_RELAXED) == l;
+		own = keep || (tq && __atomic_load_n(&tq->peer_link,
+						     __ATOMIC_RELAXED) == l);
+		if (own && how == SRN_TCP_CLOSED && tq->peer_link == l)
+			/* the peer left in order: a new link may claim its
+			 * place (relaxed: conn_lock and the progress lock
+			 * are held; a NULL publishes nothing) */
+			__atomic_store_n(&tq->peer_link, NULL,
+					 __ATOMIC_RELAXED);
 		pthread_mutex_unlock(&qp->conn_lock);
-		if (how == SRN_TCP_DEAD && err != -ECONNABORTED)
+		/* only the loss of the QP's own link touches the QP: another
+		 * (a candidate, a refused claim) costs its socket alone */
+		if (own && how == SRN_TCP_DEAD && err != -ECONNABORTED) {
+			srn_warn("QP 0x%06x: connection to QP 0x%06x (%s) "
+				 "lost: %s",
+				 qp->ibqpx.qp_base.qp_num, l->hello.src_qpn,
+				 l->desc, strerror(err ? -err : ECONNRESET));
 			srn_qp_async_fatal(qp);
-		else if (keep && srn_tcp_up->req_down(l))
+		} else if (keep && srn_tcp_up->req_down(l)) {
 			srn_tcp_doom_later(l);
+		}
 	}
 	if (!keep) /* the QP's own link is freed by srn_tcp_disconnect */
 		srn_tcp_link_free(l);

@@ -155,6 +155,19 @@ static int srn_tcp_send_sink(struct srn_tcp_link *c,
 	return 0;
 }
 
+/* Is c the link the peer of its QP sends requests on (the only one)? */
+static bool srn_tcp_is_peer_link(struct srn_tcp_link *c)
+{
+	/* acquire: pairs with the release of tstate in srn_tcp_connect (or
+	 * srn_tcp_connect_wait); tq is freed only under the progress lock,
+	 * which we hold */
+	struct srn_tcp_qp *tq =
+		__atomic_load_n(&c->qp->tstate, __ATOMIC_ACQUIRE);
+
+	/* acquire: pairs with the release of peer_link in srn_tcp_link_own */
+	return tq && __atomic_load_n(&tq->peer_link, __ATOMIC_ACQUIRE) == c;
+}
+
 int srn_tcp_resp_on_hdr(struct srn_tcp_link *c, const struct srn_wire_hdr *h,
 			struct iovec *iov, unsigned *niov)
 {
@@ -174,6 +187,13 @@ int srn_tcp_resp_on_hdr(struct srn_tcp_link *c, const struct srn_wire_hdr *h,
 	}
 	if (h->opcode == SRN_WOP_HELLO)
 		return -EPROTO;
+	st = srn_qp_state(c->qp);
+	if (st == IBV_QPS_RESET || st == IBV_QPS_INIT)
+		return -EAGAIN; /* not ready to receive: wait for RTR */
+	if (!srn_tcp_is_peer_link(c))
+		return -EPROTO; /* not the peer the QP talks to */
+	if (st == IBV_QPS_ERR)
+		return -ESHUTDOWN; /* the link ends: the sender learns it */
 	if (h->psn != c->done_psn + 1) { /* a retransmission, or later */
 		if (!c->nak_rnr)
 			return -EPROTO;
@@ -181,11 +201,6 @@ int srn_tcp_resp_on_hdr(struct srn_tcp_link *c, const struct srn_wire_hdr *h,
 		return 0;
 	}
 	c->skip = false;
-	st = srn_qp_state(c->qp);
-	if (st == IBV_QPS_RESET || st == IBV_QPS_INIT)
-		return -EAGAIN; /* not ready to receive: wait for RTR */
-	if (st == IBV_QPS_ERR)
-		return -ESHUTDOWN; /* the link ends: the sender learns it */
 	c->st = IBV_WC_SUCCESS;
 	c->ws = SRN_WS_OK;
 	switch (h->opcode) {
@@ -321,19 +336,43 @@ int srn_tcp_resp_on_msg(struct srn_tcp_link *c, const struct srn_wire_hdr *h)
 
 /* ---- connections ---- */
 
+/* The address an accepted connection came from (srn_tcp_link_matches). */
+static void srn_tcp_peer_addr(struct srn_tcp_link *c)
+{
+	struct sockaddr_in sa;
+	socklen_t n = sizeof(sa);
+
+	if (!getpeername(c->pl.fd, (struct sockaddr *)&sa, &n) &&
+	    sa.sin_family == AF_INET)
+		c->peer_ipv4 = sa.sin_addr.s_addr;
+}
+
+/* HELLO on c names our QP qp: it takes c (and we say so), or refuses. */
+static int srn_tcp_hello_take(struct srn_tcp_link *c, struct srn_qp *qp)
+{
+	int err;
+
+	srn_tcp_link_name(c);
+	err = srn_tcp_link_bind(c, qp);
+	if (err) {
+		srn_log(SRN_LOG_INFO,
+			"QP 0x%06x: refused %s (%s): not the peer its RTR "
+			"attributes name, or a second link",
+			qp->ibqpx.qp_base.qp_num, c->desc, strerror(-err));
+		srn_tcp_hello_ack(c, -err);
+		return -ECONNABORTED; /* costs only this socket */
+	}
+	return srn_tcp_hello_ack(c, 0);
+}
+
 /* HELLO arrived on a connection we accepted: ours, or hand it over. */
 static int srn_tcp_hello_done(struct srn_tcp_link *c)
 {
 	struct srn_qp *qp = srn_progress_find_qp(c->hello.dst_qpn);
 	int err;
 
-	if (qp) {
-		srn_tcp_link_name(c);
-		err = srn_tcp_hello_ack(c, 0);
-		if (!err)
-			srn_tcp_link_bind(c, qp);
-		return err;
-	}
+	if (qp)
+		return srn_tcp_hello_take(c, qp);
 	err = srn_ctl_handoff(c->hello.dst_qpn, c->pl.fd, &c->hello,
 			      sizeof(c->hello));
 	if (err)
@@ -342,7 +381,7 @@ static int srn_tcp_hello_done(struct srn_tcp_link *c)
 }
 
 /* The owner's side of a hand-over (engine/ctl.c): fd and HELLO already
- * read. -ENOPROTOOPT: not a HELLO of ours. */
+ * read. -ENOPROTOOPT: not a HELLO of ours. Progress lock held. */
 int srn_tcp_adopt(struct srn_qp *qp, int fd, const void *hello, size_t len)
 {
 	struct srn_tcp_link *c;
@@ -354,16 +393,15 @@ int srn_tcp_adopt(struct srn_qp *qp, int fd, const void *hello, size_t len)
 	if (!c)
 		return -ENOMEM;
 	memcpy(&c->hello, hello, len);
-	srn_tcp_link_name(c);
-	err = srn_tcp_hello_ack(c, 0);
-	if (!err)
-		err = srn_tcp_link_add(c);
+	srn_tcp_peer_addr(c);
+	err = srn_tcp_link_add(c);
+	if (!err && srn_tcp_hello_take(c, qp))
+		err = -EACCES;
 	if (err) {
 		c->pl.fd = -1; /* the caller closes it */
 		srn_tcp_link_free(c);
 		return err;
 	}
-	srn_tcp_link_bind(c, qp);
 	return 0;
 }
 
@@ -405,6 +443,7 @@ static void srn_tcp_on_accept(struct srn_pollable *pl, uint32_t events)
 		close(fd);
 		return;
 	}
+	srn_tcp_peer_addr(c);
 	if (srn_tcp_link_add(c))
 		srn_tcp_link_free(c);
 }

@@ -164,6 +164,18 @@ static int srn_tcp_send_request(struct srn_tcp_qp *tq, struct srn_tcp_link *l,
 	return -EINPROGRESS;
 }
 
+/* Our first request on l: PSNs on the wire continue from the QP's sq_psn
+ * (set at RTS), which the peer was given as its rq_psn. sq_lock held. */
+static void srn_tcp_tx_start(struct srn_qp *qp, struct srn_tcp_link *l)
+{
+	l->tx_started = true;
+	l->resp_psn = qp->attr.sq_psn; /* the first answer we expect */
+	/* release: resp_psn is set before the receive side can use it;
+	 * pairs with the acquire of tx_psn in srn_tcp_acked and
+	 * srn_tcp_answer_head */
+	__atomic_store_n(&l->tx_psn, qp->attr.sq_psn, __ATOMIC_RELEASE);
+}
+
 static int srn_tcp_execute(struct srn_qp *qp, const struct srn_swqe *cw,
 			   enum ibv_wc_status *status, enum srn_stall *stall)
 {
@@ -202,6 +214,8 @@ static int srn_tcp_execute(struct srn_qp *qp, const struct srn_swqe *cw,
 		*stall = SRN_STALL_RNR_WAIT;
 		return -EAGAIN;
 	}
+	if (srn_unlikely(!l->tx_started))
+		srn_tcp_tx_start(qp, l);
 	return srn_tcp_send_request(tq, l, w, answer, iov, n, stall);
 }
 
@@ -555,6 +569,13 @@ static bool srn_tcp_we_dial(struct srn_qp *qp, const struct ibv_qp_attr *a)
 	return c < 0 || (c == 0 && qp->ibqpx.qp_base.qp_num <= a->dest_qp_num);
 }
 
+/* A QP connected to itself: it dials and accepts. */
+static bool srn_tcp_self(struct srn_qp *qp, const struct srn_tcp_qp *tq)
+{
+	return tq->dqpn == qp->ibqpx.qp_base.qp_num &&
+	       !memcmp(tq->dgid, srn_device_get()->gid.raw, 16);
+}
+
 static int srn_tcp_connect_dial(struct srn_qp *qp, struct srn_tcp_qp *tq,
 				const struct ibv_qp_attr *attr)
 {
@@ -564,10 +585,15 @@ static int srn_tcp_connect_dial(struct srn_qp *qp, struct srn_tcp_qp *tq,
 
 	/* a connection can land in a process that is just closing its
 	 * listener: try a few times */
-	for (int i = 0; i < 3 && (fd == -ECONNRESET || fd == -ECONNREFUSED);
-	     i++)
+	for (int i = 0; i < 5 && (fd == -ECONNRESET || fd == -ECONNREFUSED ||
+				  fd == -EACCES);
+	     i++) {
+		if (fd == -EACCES) /* the peer's old link, left in order, may
+				    * not be gone yet: its BYE races us */
+			usleep(20000);
 		fd = srn_tcp_dial(&attr->ah_attr.grh.dgid, attr->dest_qp_num,
 				  qp);
+	}
 	inet_ntop(AF_INET, attr->ah_attr.grh.dgid.raw + 12, ip, sizeof(ip));
 	if (fd < 0) {
 		srn_err("QP 0x%06x: connecting to QP 0x%06x at %s:%u: %s",
@@ -585,12 +611,18 @@ static int srn_tcp_connect_dial(struct srn_qp *qp, struct srn_tcp_qp *tq,
 	srn_tcp_link_name(l);
 	snprintf(tq->desc, sizeof(tq->desc), "%s", l->desc);
 	l->qp = qp;
+	srn_progress_lock(); /* srn_tcp_link_own: no receive side runs */
 	pthread_mutex_lock(&qp->conn_lock);
 	srn_list_add_tail(&l->pl.link, &qp->links);
 	/* release: the link is set up before it is seen; pairs with the
 	 * acquire of tq->link in srn_tcp_execute and srn_tcp_is_req_link */
 	__atomic_store_n(&tq->link, l, __ATOMIC_RELEASE);
+	/* the peer's requests come back on the link we dialed; a QP looped
+	 * to itself receives them on the link it accepts (srn_tcp_link_bind) */
+	if (!srn_tcp_self(qp, tq))
+		srn_tcp_link_own(l, qp, tq);
 	pthread_mutex_unlock(&qp->conn_lock);
+	srn_progress_unlock();
 	err = srn_tcp_link_add(l);
 	if (err) {
 		pthread_mutex_lock(&qp->conn_lock);
@@ -603,13 +635,19 @@ static int srn_tcp_connect_dial(struct srn_qp *qp, struct srn_tcp_qp *tq,
 	return err;
 }
 
-/* The peer connects to us: its connection may be here already. */
+/*
+ * The peer connects to us: its connection may be here already, among the
+ * candidates that arrived before our RTR. The first that matches our RTR
+ * attributes (srn_tcp_link_matches) becomes the QP's link; the others are
+ * closed, costing nothing but their sockets.
+ */
 static void srn_tcp_connect_wait(struct srn_qp *qp, struct srn_tcp_qp *tq)
 {
-	struct srn_list *pos, *tmp;
+	struct srn_list *pos, *tmp, refused = SRN_LIST_INIT(refused);
 
 	snprintf(tq->desc, sizeof(tq->desc),
 		 "tcp (waiting for qpn 0x%06x to connect)", tq->dqpn);
+	srn_progress_lock(); /* srn_tcp_link_own: no receive side runs */
 	pthread_mutex_lock(&qp->conn_lock);
 	/* release: tq is set up before the receive side sees it; pairs
 	 * with the acquire of tstate in srn_tcp_is_req_link */
@@ -618,18 +656,27 @@ static void srn_tcp_connect_wait(struct srn_qp *qp, struct srn_tcp_qp *tq)
 		struct srn_tcp_link *l =
 			container_of(pos, struct srn_tcp_link, pl.link);
 
-		if (l->hello.src_qpn == tq->dqpn &&
-		    !memcmp(l->hello.src_gid, tq->dgid, 16) &&
-		    /* acquire: pairs with the release in srn_tcp_link_down */
+		/* acquire: pairs with the release in srn_tcp_link_down */
+		if (!tq->peer_link && srn_tcp_link_matches(l, tq) &&
 		    !atomic_load_explicit(&l->gone, memory_order_acquire)) {
-			snprintf(tq->desc, sizeof(tq->desc), "%s", l->desc);
-			/* release: pairs with the acquire of tq->link in
-			 * srn_tcp_execute and srn_tcp_is_req_link */
-			__atomic_store_n(&tq->link, l, __ATOMIC_RELEASE);
-			break;
+			srn_tcp_link_own(l, qp, tq);
+			continue;
 		}
+		srn_list_del(&l->pl.link);
+		srn_list_add_tail(&l->pl.link, &refused);
 	}
 	pthread_mutex_unlock(&qp->conn_lock);
+	srn_list_for_each_safe(pos, tmp, &refused) {
+		struct srn_tcp_link *l =
+			container_of(pos, struct srn_tcp_link, pl.link);
+
+		srn_list_init(&l->pl.link);
+		l->qp = NULL; /* not the QP's: its end touches nothing */
+		srn_tcp_link_free(l);
+	}
+	srn_progress_unlock();
+	if (tq->peer_link)
+		srn_progress_request_retry(); /* its requests can go now */
 }
 
 static int srn_tcp_connect(struct srn_qp *qp, const struct ibv_qp_attr *attr)
@@ -670,13 +717,14 @@ static int srn_tcp_connect(struct srn_qp *qp, const struct ibv_qp_attr *attr)
 static void srn_tcp_disconnect(struct srn_qp *qp)
 {
 	struct srn_tcp_qp *tq = qp->tpriv;
-	struct srn_tcp_link *l;
+	struct srn_tcp_link *l, *p;
 
 	if (!tq)
 		return;
 	srn_progress_lock(); /* no receive side runs on the link now */
 	pthread_mutex_lock(&qp->conn_lock);
 	l = tq->link;
+	p = tq->peer_link; /* another link only for a QP looped to itself */
 	/* release: pairs with the acquire of tstate in srn_tcp_is_req_link
 	 * (a NULL publishes nothing; the progress lock we hold keeps the
 	 * receive side out) */
@@ -686,9 +734,43 @@ static void srn_tcp_disconnect(struct srn_qp *qp)
 		srn_tcp_link_bye(l);
 		srn_tcp_link_free(l);
 	}
+	if (p && p != l) {
+		srn_tcp_link_bye(p);
+		srn_tcp_link_free(p);
+	}
 	srn_progress_unlock();
 	free(tq);
 	qp->tpriv = NULL;
+}
+
+/* ibv_query_qp: the PSNs where the link is now, 24 bits (sq_lock held). */
+static void srn_tcp_query(struct srn_qp *qp, struct ibv_qp_attr *attr)
+{
+	struct srn_tcp_qp *tq = qp->tpriv;
+	struct srn_tcp_link *l, *p;
+
+	if (!tq)
+		return;
+	/* a link is freed only by srn_tcp_disconnect, under sq_lock as we
+	 * are, or by the progress thread: read under the progress lock */
+	srn_progress_lock();
+	/* acquire: pairs with the release of tq->link in srn_tcp_link_own
+	 * (or srn_tcp_connect_dial) */
+	l = __atomic_load_n(&tq->link, __ATOMIC_ACQUIRE);
+	/* acquire: pairs with the release of peer_link in srn_tcp_link_own */
+	p = __atomic_load_n(&tq->peer_link, __ATOMIC_ACQUIRE);
+	if (l && l->tx_started)
+		/* acquire: pairs with the release of tx_psn in
+		 * srn_tcp_send_request */
+		attr->sq_psn = __atomic_load_n(&l->tx_psn, __ATOMIC_ACQUIRE) &
+			       0xffffff;
+	if (p)
+		/* acquire: pairs with the release of done_psn in
+		 * srn_tcp_link_done */
+		attr->rq_psn =
+			(__atomic_load_n(&p->done_psn, __ATOMIC_ACQUIRE) + 1) &
+			0xffffff;
+	srn_progress_unlock();
 }
 
 static const char *srn_tcp_describe(struct srn_qp *qp)
@@ -714,6 +796,7 @@ static const struct srn_transport_ops srn_tcp_transport_ops = {
 	.execute = srn_tcp_execute,
 	.rewind = srn_tcp_rewind,
 	.describe = srn_tcp_describe,
+	.query = srn_tcp_query,
 	.qp_destroy = srn_tcp_qp_destroy,
 	.kick = srn_tcp_kick,
 	.adopt = srn_tcp_adopt,

@@ -85,6 +85,7 @@ void srn_wire_rx_init(struct srn_wire_rx *rx)
 {
 	rx->hdr_have = 0;
 	rx->next_psn = 0;
+	rx->psn_free = false;
 	rx->payload_left = 0;
 	rx->niov = rx->iov_idx = 0;
 	rx->iov_off = 0;
@@ -108,8 +109,10 @@ static int srn_wire_rx_hdr(struct srn_wire_rx *rx,
 			/* TCP neither loses nor reorders: a request is the
 			 * next one, or a retransmission (go back N after an
 			 * RNR NAK; the responder checks which) */
-			if ((int32_t)(rx->hdr.psn - rx->next_psn) > 0)
+			if (!rx->psn_free &&
+			    (int32_t)(rx->hdr.psn - rx->next_psn) > 0)
 				return -EPROTO;
+			rx->psn_free = false;
 			rx->next_psn = rx->hdr.psn + 1;
 		}
 		rx->hdr_checked = true;

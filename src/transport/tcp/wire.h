@@ -33,6 +33,9 @@ struct srn_wire_rx {
 	uint32_t hdr_have;
 	uint32_t next_psn; /* one past the last request's sequence number;
 			    * a request may not go beyond it */
+	bool psn_free; /* the next request may carry any psn: the owner does
+			* not know yet where the peer's requests start (it
+			* checks the first one itself) */
 	uint64_t payload_left;
 	struct iovec iov[SRN_WIRE_MAX_IOV];
 	unsigned niov, iov_idx;

@@ -1,0 +1,101 @@
+#!/bin/bash
+# A QP talks only to the peer its RTR attributes name (docs/security.md).
+# Three hosts (network namespaces on a bridge): a victim (198.51.100.1)
+# and its legitimate peer (.2) run Debian's ibv_rc_pingpong with data
+# checks (-c) over softrnic's TCP transport, while
+#   - a third host (.3) sends HELLOs claiming the peer's QP (with the peer's
+#     address in the GID, and with its own), follows them with WRITE and
+#     READ requests with guessed PSNs and keys, HELLO-then-closes, and
+#     scans 300 QPNs;
+#   - a second process on the peer's host (.2: same address) claims the
+#     victim with the right QPNs, a second link.
+# Each claim must be refused ('refused N'), no request answered, the
+# victim's QP still in RTS while it happens, and the pair must finish with
+# its data intact. Exit 77 (skip) without root or namespaces.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+lib=${SOFTRNIC_LIB_DIR:-$here/../../build/lib}
+tool=$(dirname "$lib")/bin/softrnic
+att=$here/wire_attacker.py
+[ "$(id -u)" = 0 ] || { echo "skip: needs root for network namespaces"; exit 77; }
+command -v ibv_rc_pingpong >/dev/null || { echo "skip: ibverbs-utils missing"; exit 77; }
+p=srnatk$$
+A=${p}a B=${p}b C=${p}c S=${p}s
+cleanup() {
+	for ns in $A $B $C $S; do
+		ip netns pids $ns 2>/dev/null | xargs -r kill -9 2>/dev/null
+		ip netns del $ns 2>/dev/null
+	done
+}
+trap cleanup EXIT
+ip netns add $S 2>/dev/null || { echo "skip: cannot create namespaces"; exit 77; }
+ip -n $S link add br0 type bridge && ip -n $S link set br0 up
+n=1
+for ns in $A $B $C; do
+	ip netns add $ns
+	ip link add v$p$n type veth peer name w$p$n
+	ip link set v$p$n netns $ns
+	ip link set w$p$n netns $S
+	ip -n $S link set w$p$n master br0 up
+	ip -n $ns addr add 198.51.100.$n/24 dev v$p$n
+	ip -n $ns link set v$p$n up
+	ip -n $ns link set lo up
+	n=$((n + 1))
+done
+run() { # ns ip cmd...
+	local ns=$1 ip=$2
+	shift 2
+	ip netns exec $ns env LD_LIBRARY_PATH="$lib" SOFTRNIC_IP=$ip "$@"
+}
+fails=0
+check() { # name, 0 = ok, detail
+	if [ "$2" = 0 ]; then echo "ok   $1"; else echo "FAIL $1: $3"; fails=$((fails + 1)); fi
+}
+
+out=$(mktemp -d)
+PP="ibv_rc_pingpong -g 0 -c -n 400000 -p 18515"
+run $A 198.51.100.1 $PP >"$out/a" 2>&1 &
+pa=$!
+sleep 0.5
+run $B 198.51.100.2 $PP 198.51.100.1 >"$out/b" 2>&1 &
+pb=$!
+# the victim's QP and its peer's, from softrnic stat on the victim's host
+for _ in $(seq 1 100); do
+	line=$(run $A 198.51.100.1 "$tool" stat 2>/dev/null | grep -m1 RTS)
+	[ -n "$line" ] && break
+	sleep 0.05
+done
+vq=$(awk '{print $1}' <<<"$line")
+pq=$(grep -o 'qpn 0x[0-9a-f]*' <<<"$line" | awk '{print $2}')
+echo "victim QP $vq, its peer $pq ($line)"
+[ -n "$vq" ] && [ -n "$pq" ]
+check "the pair is connected" $? "stat: $line"
+
+a1=$(ip netns exec $C python3 "$att" 198.51.100.1 4791 hello 198.51.100.2 "$pq" "$vq")
+[ "$(head -1 <<<"$a1")" != accepted ] && ! grep -q answers <<<"$a1"
+check "third host claiming the peer's GID: refused, nothing answered" $? "$a1"
+echo "     ($(tr '\n' ' ' <<<"$a1"))"
+a2=$(ip netns exec $C python3 "$att" 198.51.100.1 4791 hello 198.51.100.3 "$pq" "$vq")
+[ "$(head -1 <<<"$a2")" != accepted ] && ! grep -q answers <<<"$a2"
+check "third host with its own GID: refused, nothing answered" $? "$a2"
+a3=$(ip netns exec $C python3 "$att" 198.51.100.1 4791 close 198.51.100.2 "$pq" "$vq")
+check "HELLO-then-close: refused" "$([ "$a3" != accepted ]; echo $?)" "$a3"
+a4=$(ip netns exec $B python3 "$att" 198.51.100.1 4791 hello 198.51.100.2 "$pq" "$vq")
+[ "$(head -1 <<<"$a4")" != accepted ] && ! grep -q answers <<<"$a4"
+check "a second link from the peer's host: refused" $? "$a4"
+a5=$(ip netns exec $C python3 "$att" 198.51.100.1 4791 scan 198.51.100.3 1 $((vq - 150)) 300 |
+	grep -c accepted)
+check "QPN scan: nothing accepted" "$([ "$a5" = 0 ]; echo $?)" "$a5 accepted"
+st=$(run $A 198.51.100.1 "$tool" stat 2>/dev/null | grep "^$vq")
+grep -q RTS <<<"$st"
+check "the victim's QP is still in RTS" $? "$st"
+
+wait $pa
+ra=$?
+wait $pb
+rb=$?
+[ $ra = 0 ] && [ $rb = 0 ] && grep -q "iters in" "$out/a" && grep -q "iters in" "$out/b"
+check "the pair finished, data checked (-c)" $? "exit $ra/$rb: $(tail -n 3 "$out/a" "$out/b")"
+rm -rf "$out"
+[ $fails = 0 ] && echo "tcp_attack: all checks passed"
+exit $fails

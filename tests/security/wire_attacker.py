@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""A hostile peer of softrnic's TCP transport (docs/wire.md), for the
+security tests: it speaks the wire format by hand.
+
+usage: wire_attacker.py HOST PORT MODE SRC_IP SRC_QPN DST_QPN [COUNT]
+
+MODE
+  hello    HELLO claiming to be QP SRC_QPN at SRC_IP, for QP DST_QPN; then
+           a WRITE request and a READ request for address 0 (rkey 0 and
+           random ones), as if it had been accepted
+  close    HELLO, then close at once (HELLO-then-close)
+  scan     HELLO for COUNT QPNs from DST_QPN on, one connection each
+
+Prints one line per connection: 'refused N' (HELLO_ACK with error N),
+'accepted' (HELLO_ACK 0), 'closed' (the connection ended), and for hello
+what came back after the requests: 'answers K' (K answers, ACKs or
+responses) or 'dropped' (closed). Exit 0 whatever happened: the caller
+judges.
+"""
+import random
+import socket
+import struct
+import sys
+
+MAGIC = 0x57524E53
+VERSION = 3
+HELLO, HELLO_ACK, SEND, WRITE, READ_REQ = 1, 2, 3, 4, 5
+HDR = struct.Struct("<IBBHIIIIQII")  # 40 bytes
+
+
+def hdr(op, psn, length, rkey=0, raddr=0):
+    return HDR.pack(MAGIC, VERSION, op, 0, psn, length, 0, rkey, raddr, 0, 0)
+
+
+def hello_payload(src_ip, src_qpn, dst_qpn):
+    gid = bytes(10) + b"\xff\xff" + socket.inet_aton(src_ip)
+    return gid + struct.pack("<II", src_qpn, dst_qpn)
+
+
+def recv_exact(s, n):
+    buf = b""
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            return None
+        buf += chunk
+    return buf
+
+
+def do_hello(host, port, src_ip, src_qpn, dst_qpn):
+    s = socket.create_connection((host, port), timeout=3)
+    s.sendall(hdr(HELLO, 0, 24) + hello_payload(src_ip, src_qpn, dst_qpn))
+    try:
+        rep = recv_exact(s, HDR.size)
+    except (socket.timeout, ConnectionError):
+        rep = None
+    if rep is None:
+        return s, "closed"
+    fields = HDR.unpack(rep)
+    if fields[2] != HELLO_ACK:
+        return s, "odd %d" % fields[2]
+    return s, "accepted" if fields[6] == 0 else "refused %d" % fields[6]
+
+
+def requests(s):
+    """A WRITE and READs with guessed PSNs and keys; counts what answers."""
+    got = 0
+    try:
+        for psn in (0, random.getrandbits(24)):
+            s.sendall(hdr(WRITE, psn, 8, random.getrandbits(32), 0) + b"XXXXXXXX")
+            s.sendall(hdr(READ_REQ, psn + 1, 8, random.getrandbits(32), 0))
+        s.settimeout(2)
+        while True:
+            rep = recv_exact(s, HDR.size)
+            if rep is None:
+                return "dropped" if not got else "answers %d" % got
+            got += 1
+            length = HDR.unpack(rep)[5]
+            if length and HDR.unpack(rep)[2] != 7:  # ACK carries none
+                recv_exact(s, length)
+    except (socket.timeout, ConnectionError, OSError):
+        return "dropped" if not got else "answers %d" % got
+
+
+def main():
+    host, port, mode, src_ip = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+    src_qpn, dst_qpn = int(sys.argv[5], 0), int(sys.argv[6], 0)
+    count = int(sys.argv[7]) if len(sys.argv) > 7 else 1
+    if mode == "scan":
+        for q in range(dst_qpn, dst_qpn + count):
+            s, what = do_hello(host, port, src_ip, src_qpn, q)
+            print(what)
+            s.close()
+        return 0
+    s, what = do_hello(host, port, src_ip, src_qpn, dst_qpn)
+    print(what)
+    if mode == "hello" and what != "closed":
+        print(requests(s))
+    s.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
