@@ -19,6 +19,16 @@
  * (a QP's own budget, timeout x (retry_cnt + 1), can be milliseconds:
  * shorter than a scheduling hiccup of a loaded machine). */
 #define SRN_TCP_TICK_NS 250000000ull
+/* Hostile connections are cheap: one that has not said a valid HELLO
+ * within SRN_TCP_HELLO_NS is closed, and no more than SRN_TCP_PRE_HELLO
+ * (SRN_TCP_PRE_HELLO_SRC from one address) wait for their HELLO at once;
+ * the listener takes at most SRN_TCP_ACCEPT_BATCH per wake-up, and out of
+ * fds it stops for SRN_TCP_ACCEPT_PAUSE_NS instead of spinning. */
+#define SRN_TCP_HELLO_NS 3000000000ull
+#define SRN_TCP_PRE_HELLO 256
+#define SRN_TCP_PRE_HELLO_SRC 16
+#define SRN_TCP_ACCEPT_BATCH 64
+#define SRN_TCP_ACCEPT_PAUSE_NS 100000000ull
 #define SRN_TCP_ACK_FLOOR_NS 2000000000ull
 #define SRN_TCP_SEND_CHUNK (128u << 10) /* bytes per sendmsg, at most */
 
@@ -59,6 +69,8 @@ struct srn_tcp_link {
 	struct srn_list all_link; /* on srn_tcp_links (progress lock) */
 	uint32_t peer_ipv4; /* accepted: the address it came from (network
 			     * order) */
+	bool accepted; /* we accepted it (it must say HELLO in time) */
+	uint64_t born_ns; /* when it was accepted */
 	bool tx_started; /* our requests began at the QP's sq_psn */
 	struct srn_qp *qp; /* NULL until HELLO (accepted links) */
 	struct srn_wire_rx rx;
@@ -170,6 +182,7 @@ int srn_tcp_link_answer(struct srn_tcp_link *l, const struct srn_tcp_answer *a);
 void srn_tcp_link_done(struct srn_tcp_link *l, uint32_t psn);
 void srn_tcp_flush_work(bool all);
 void srn_tcp_watchdog(uint64_t now);
+bool srn_tcp_pre_hello_room(uint32_t ipv4);
 void srn_tcp_resume_paused(void);
 
 /* tcp_transport.c: the requester's side of a link */

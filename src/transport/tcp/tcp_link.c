@@ -81,6 +81,7 @@ uint16_t srn_tcp_port(void)
 	return v > 0 && v < 65536 ? (uint16_t)v : SRN_TCP_PORT_DEFAULT;
 }
 static void srn_tcp_doom(struct srn_tcp_link *l);
+static void srn_tcp_link_down(struct srn_tcp_link *l, int err);
 
 struct srn_tcp_link *srn_tcp_link_new(int fd)
 {
@@ -142,8 +143,27 @@ int srn_tcp_link_add(struct srn_tcp_link *l)
 	return 0;
 }
 
+/* Progress lock: may one more connection from ipv4 wait for its HELLO? */
+bool srn_tcp_pre_hello_room(uint32_t ipv4)
+{
+	unsigned all = 0, same = 0;
+	struct srn_list *pos;
+
+	srn_list_for_each(pos, &srn_tcp_links) {
+		struct srn_tcp_link *l =
+			srn_list_entry(pos, struct srn_tcp_link, all_link);
+
+		if (!l->accepted || l->qp)
+			continue;
+		all++;
+		same += l->peer_ipv4 == ipv4;
+	}
+	return all < SRN_TCP_PRE_HELLO && same < SRN_TCP_PRE_HELLO_SRC;
+}
+
 /* Progress lock, from the timer or a kick: every SRN_TCP_TICK_NS, each
- * link's requester side checks its ACK timer (srn_tcp_req_tick). Runs
+ * link's requester side checks its ACK timer (srn_tcp_req_tick), and an
+ * accepted link that said no HELLO in SRN_TCP_HELLO_NS is closed. Runs
  * only while there are links: an idle process with none never wakes. */
 void srn_tcp_watchdog(uint64_t now)
 {
@@ -152,11 +172,16 @@ void srn_tcp_watchdog(uint64_t now)
 	if (srn_list_empty(&srn_tcp_links))
 		return;
 	if (now >= srn_tcp_next_tick_ns) {
-		srn_list_for_each_safe(pos, tmp, &srn_tcp_links)
-			srn_tcp_up->req_tick(srn_list_entry(pos,
-							    struct srn_tcp_link,
-							    all_link),
-					     now);
+		srn_list_for_each_safe(pos, tmp, &srn_tcp_links) {
+			struct srn_tcp_link *l = srn_list_entry(
+				pos, struct srn_tcp_link, all_link);
+
+			if (l->accepted && !l->qp &&
+			    now - l->born_ns > SRN_TCP_HELLO_NS)
+				srn_tcp_link_down(l, -ETIMEDOUT); /* no HELLO */
+			else
+				srn_tcp_up->req_tick(l, now);
+		}
 		srn_tcp_next_tick_ns = now + SRN_TCP_TICK_NS;
 	}
 	/* an earlier deadline may have taken the timer: ask again */

@@ -430,22 +430,77 @@ void srn_tcp_qp_destroy(struct srn_qp *qp)
 	srn_progress_unlock();
 }
 
-static void srn_tcp_on_accept(struct srn_pollable *pl, uint32_t events)
+static uint64_t srn_tcp_listen_paused_until; /* progress lock */
+
+/* Out of fds (or memory): stop listening for a while instead of waking
+ * for the same connection again and again (srn_tcp_listen_resume). */
+static void srn_tcp_listen_pause(int err)
 {
-	int fd = accept4(pl->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	uint64_t until = srn_now_ns() + SRN_TCP_ACCEPT_PAUSE_NS;
+
+	if (!srn_tcp_listen_paused_until)
+		srn_warn("TCP listener: %s; accepting again in %llu ms",
+			 strerror(err),
+			 (unsigned long long)(SRN_TCP_ACCEPT_PAUSE_NS /
+					      1000000));
+	srn_tcp_listen_paused_until = until;
+	srn_progress_mod(&srn_tcp_listener, 0);
+	srn_progress_wake_at(until);
+}
+
+/* From the progress work hook: listen again once the pause is over. */
+static void srn_tcp_listen_resume(uint64_t now)
+{
+	if (!srn_tcp_listen_paused_until || srn_tcp_listener.fd < 0)
+		return;
+	if (now < srn_tcp_listen_paused_until) {
+		srn_progress_wake_at(srn_tcp_listen_paused_until);
+		return;
+	}
+	srn_tcp_listen_paused_until = 0;
+	srn_progress_mod(&srn_tcp_listener, EPOLLIN);
+}
+
+/* A connection: kept if there is room for one more waiting for its HELLO
+ * (per source and in all), else closed at once. */
+static void srn_tcp_accepted(int fd, uint32_t ipv4)
+{
 	struct srn_tcp_link *c;
 
-	if (fd < 0)
+	if (!srn_tcp_pre_hello_room(ipv4)) {
+		close(fd);
 		return;
+	}
 	srn_tcp_sock_timeouts(fd);
 	c = srn_tcp_link_new(fd);
 	if (!c) {
 		close(fd);
 		return;
 	}
-	srn_tcp_peer_addr(c);
+	c->peer_ipv4 = ipv4;
+	c->accepted = true;
+	c->born_ns = srn_now_ns();
 	if (srn_tcp_link_add(c))
 		srn_tcp_link_free(c);
+}
+
+/* The listener is readable: takes what is queued, a batch at a time. */
+static void srn_tcp_on_accept(struct srn_pollable *pl, uint32_t events)
+{
+	for (int i = 0; i < SRN_TCP_ACCEPT_BATCH; i++) {
+		struct sockaddr_in sa = { 0 };
+		socklen_t n = sizeof(sa);
+		int fd = accept4(pl->fd, (struct sockaddr *)&sa, &n,
+				 SOCK_CLOEXEC | SOCK_NONBLOCK);
+
+		if (fd < 0) {
+			if (errno == EMFILE || errno == ENFILE ||
+			    errno == ENOBUFS || errno == ENOMEM)
+				srn_tcp_listen_pause(errno);
+			return;
+		}
+		srn_tcp_accepted(fd, sa.sin_addr.s_addr);
+	}
 }
 
 /* The address to listen on: SOFTRNIC_BIND, else the GID's (network
@@ -506,6 +561,7 @@ static void srn_tcp_listen_stop(void)
 	srn_progress_del(&srn_tcp_listener);
 	close(srn_tcp_listener.fd);
 	srn_tcp_listener.fd = -1;
+	srn_tcp_listen_paused_until = 0;
 }
 
 /* Our own responder may wait for the receives just posted to qp. */
@@ -523,8 +579,11 @@ void srn_tcp_kick(struct srn_qp *qp)
 static void srn_tcp_work(bool idle)
 {
 	if (!idle) {
+		uint64_t now = srn_now_ns();
+
 		srn_tcp_resume_paused(); /* RNR deadlines */
-		srn_tcp_watchdog(srn_now_ns()); /* the RC ACK timer */
+		srn_tcp_watchdog(now); /* the RC ACK timer, HELLO deadlines */
+		srn_tcp_listen_resume(now);
 	}
 	srn_tcp_flush_work(idle); /* ACKs held back */
 }
