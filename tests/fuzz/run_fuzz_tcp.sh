@@ -1,0 +1,31 @@
+#!/bin/bash
+# Builds the TCP receive-path fuzzer (tests/fuzz/fuzz_tcp.c) against the
+# whole library, compiled here with clang's libFuzzer, ASan and UBSan, and
+# runs it for SECONDS (default 30) from the seed corpus. 77 = no libFuzzer.
+#   run_fuzz_tcp.sh [SECONDS]
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+src=$here/../../src
+secs=${1:-30}
+command -v clang >/dev/null || { echo "skip: clang not installed"; exit 77; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+mapfile -t lib < <(find "$src" -name '*.c' | sort)
+if ! clang -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined \
+	-fno-sanitize-recover=all -I"$src" "$here/fuzz_tcp.c" "${lib[@]}" \
+	-lpthread -o "$work/fuzz_tcp" 2>"$work/cc.log"; then
+	if grep -q -i 'libclang_rt.fuzzer\|cannot find.*fuzzer' "$work/cc.log"; then
+		echo "skip: libFuzzer runtime missing (libclang-rt-14-dev)"
+		exit 77
+	fi
+	cat "$work/cc.log"
+	exit 1
+fi
+mkdir -p "$work/corpus"
+cp "$here"/corpus_tcp/* "$work/corpus/"
+ASAN_OPTIONS=detect_leaks=0 "$work/fuzz_tcp" -max_total_time="$secs" \
+	-max_len=16384 -timeout=10 -print_final_stats=1 "$work/corpus" 2>&1 |
+	tail -15
+rc=${PIPESTATUS[0]}
+[ $rc = 0 ] && echo "fuzz_tcp: no crash in ${secs}s"
+exit $rc
