@@ -31,6 +31,9 @@
 #define SRN_TCP_ACCEPT_PAUSE_NS 100000000ull
 #define SRN_TCP_ACK_FLOOR_NS 2000000000ull
 #define SRN_TCP_SEND_CHUNK (128u << 10) /* bytes per sendmsg, at most */
+/* A sender that TCP pushes back looks this often whether to give up
+ * (SO_SNDTIMEO of dialed links, poll of accepted ones). */
+#define SRN_TCP_SEND_WAIT_MS 250
 
 /* How the other end went away. */
 #define SRN_TCP_ALIVE 0u
@@ -80,6 +83,7 @@ struct srn_tcp_link {
 	uint64_t doom_ns; /* BYE came with requests of ours unanswered:
 			   * they fail then (on_work) */
 	atomic_uint gone; /* SRN_TCP_* */
+	atomic_uint stop; /* our requests timed out: senders give up */
 	char desc[64];
 	/* requester: our requests and their answers */
 	uint32_t tx_psn; /* next request psn; sq_lock, release */
@@ -139,6 +143,9 @@ struct srn_tcp_qp {
 uint16_t srn_tcp_port(void);
 void srn_tcp_sock_timeouts(int fd);
 int srn_tcp_sendv(int fd, struct iovec *iov, unsigned n);
+int srn_tcp_sendv_or(int fd, struct iovec *iov, unsigned n,
+		     const atomic_uint *stop);
+void srn_tcp_link_stop(struct srn_tcp_link *l);
 
 /*
  * What a link's receive side hands up (tcp_link.c dispatches through it):

@@ -143,6 +143,13 @@ int srn_tcp_link_add(struct srn_tcp_link *l)
 	return 0;
 }
 
+/* Our requests on l timed out: a sender blocked on it gives up. */
+void srn_tcp_link_stop(struct srn_tcp_link *l)
+{
+	/* release: pairs with the acquire in srn_tcp_sendv_or */
+	atomic_store_explicit(&l->stop, 1, memory_order_release);
+}
+
 /* Progress lock: may one more connection from ipv4 wait for its HELLO? */
 bool srn_tcp_pre_hello_room(uint32_t ipv4)
 {
@@ -340,6 +347,15 @@ static ssize_t srn_tcp_sendmsg_chunk(int fd, const struct msghdr *mh)
  * full, never spinning). */
 int srn_tcp_sendv(int fd, struct iovec *iov, unsigned n)
 {
+	return srn_tcp_sendv_or(fd, iov, n, NULL);
+}
+
+/* The same, but gives up (-ETIMEDOUT) once *stop is set while TCP pushes
+ * back: a link whose requests timed out (srn_tcp_req_timeout) must not
+ * hold its sender until the kernel's own timeout. */
+int srn_tcp_sendv_or(int fd, struct iovec *iov, unsigned n,
+		     const atomic_uint *stop)
+{
 	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = n };
 
 	while (mh.msg_iovlen) {
@@ -352,7 +368,12 @@ int srn_tcp_sendv(int fd, struct iovec *iov, unsigned n)
 				continue;
 			if (errno != EAGAIN)
 				return -errno;
-			poll(&p, 1, 1000);
+			/* acquire: pairs with the release in
+			 * srn_tcp_link_stop */
+			if (stop &&
+			    atomic_load_explicit(stop, memory_order_acquire))
+				return -ETIMEDOUT;
+			poll(&p, 1, SRN_TCP_SEND_WAIT_MS);
 			continue;
 		}
 		while (mh.msg_iovlen && (size_t)k >= mh.msg_iov->iov_len) {
@@ -420,7 +441,7 @@ static int srn_tcp_send_answer(struct srn_tcp_link *l, bool block)
 		off -= s;
 	}
 	if (block) {
-		int err = srn_tcp_sendv(l->pl.fd, iov, n);
+		int err = srn_tcp_sendv_or(l->pl.fd, iov, n, &l->stop);
 
 		if (err)
 			return err;
@@ -482,7 +503,8 @@ static int srn_tcp_drain(struct srn_tcp_link *l, bool block, bool ack)
 								   -errno;
 		if ((size_t)k < sizeof(h)) { /* a few bytes of room: finish */
 			struct iovec rest = { (char *)&h + k, sizeof(h) - k };
-			int err = srn_tcp_sendv(l->pl.fd, &rest, 1);
+			int err =
+				srn_tcp_sendv_or(l->pl.fd, &rest, 1, &l->stop);
 
 			if (err)
 				return err;
@@ -530,7 +552,7 @@ int srn_tcp_link_request(struct srn_tcp_link *l, struct srn_wire_hdr *h,
 			/* relaxed: as in srn_tcp_send_answer */
 			__atomic_store_n(&l->ack_sent, a, __ATOMIC_RELAXED);
 		}
-		err = srn_tcp_sendv(l->pl.fd, iov, n);
+		err = srn_tcp_sendv_or(l->pl.fd, iov, n, &l->stop);
 	}
 	srn_unlock(&l->tx_lock);
 	srn_tcp_tx_catch_up(l);

@@ -465,6 +465,7 @@ static void srn_tcp_req_timeout(struct srn_tcp_link *l)
 	srn_tcp_wqe_done(qp, srn_sq_wqe(qp, l->resp_pos), IBV_WC_RETRY_EXC_ERR);
 	l->resp_pos++;
 	l->resp_psn++;
+	srn_tcp_link_stop(l); /* a sender blocked on l gives up */
 	/* not completed here: the requester moves the QP to ERR first, then
 	 * completes this WQE and flushes the rest (srn_req_run), so the
 	 * application never sees the error while the QP is still in RTS */
@@ -536,7 +537,7 @@ static int srn_tcp_dial(const union ibv_gid *dgid, uint32_t dqpn,
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET,
 				  .sin_port = htons(srn_tcp_port()) };
-	struct timeval tv = { 5, 0 }, zero = { 0, 0 };
+	struct timeval tv = { 5, 0 }, wait = { 0, SRN_TCP_SEND_WAIT_MS * 1000 };
 	int fd, err;
 
 	memcpy(&sa.sin_addr.s_addr, dgid->raw + 12, 4);
@@ -555,8 +556,9 @@ static int srn_tcp_dial(const union ibv_gid *dgid, uint32_t dqpn,
 		close(fd);
 		return err;
 	}
-	/* from now on sends block as long as TCP pushes back */
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &zero, sizeof(zero));
+	/* from now on sends block as long as TCP pushes back, looking every
+	 * SRN_TCP_SEND_WAIT_MS whether to give up (srn_tcp_sendv_or) */
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &wait, sizeof(wait));
 	return fd;
 }
 
