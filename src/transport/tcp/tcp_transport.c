@@ -536,7 +536,9 @@ static int srn_tcp_dial(const union ibv_gid *dgid, uint32_t dqpn,
 			struct srn_qp *qp)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET,
-				  .sin_port = htons(srn_tcp_port()) };
+				  .sin_port = htons(srn_tcp_port()) },
+			   self = { .sin_family = AF_INET,
+				    .sin_addr.s_addr = srn_device_get()->ipv4 };
 	struct timeval tv = { 5, 0 }, wait = { 0, SRN_TCP_SEND_WAIT_MS * 1000 };
 	int fd, err;
 
@@ -548,6 +550,10 @@ static int srn_tcp_dial(const union ibv_gid *dgid, uint32_t dqpn,
 	srn_tcp_sock_timeouts(fd);
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	/* from our GID's address, as a RoCE packet would be: the peer
+	 * checks it (srn_tcp_link_matches); a GID address that is not
+	 * local leaves the choice to the kernel */
+	bind(fd, (struct sockaddr *)&self, sizeof(self));
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)))
 		err = -errno;
 	else
