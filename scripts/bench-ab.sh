@@ -10,8 +10,9 @@
 # LIBDIR_* hold libibverbs.so.1 (e.g. a worktree's build/lib).
 # SOFTRNIC_AB_ROWS=REGEX runs only the rows whose names match.
 # SOFTRNIC_AB_CALLGRIND=1 also counts, with valgrind's callgrind (exact,
-# whatever the machine's noise), the instructions softrnic's code runs per
-# WR in perftest's client (8 B ib_write_bw and ib_send_bw, 100,000 WRs).
+# whatever the machine's noise), the instructions ibv_post_send runs per WR
+# in perftest's client, doorbell and execution included (8 B ib_write_bw
+# and ib_send_bw, 100,000 WRs).
 # Pinned: server/target on CPU 0, client/initiator on CPU 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -136,8 +137,8 @@ for r in $(seq 1 "$R"); do
 	done <<<"$ROWS"
 done
 
-# Instructions per WR in softrnic's own code (source under a src/ folder)
-# in the client of PROG -s 8 -n 100000, run under callgrind.
+# Instructions per ibv_post_send in the client of PROG -s 8 -n 100000, run
+# under callgrind.
 cg_per_wr() { # libdir prog
 	local lib=$1 prog=$2 n=100000 s
 	port=$((port + 1))
@@ -150,10 +151,12 @@ cg_per_wr() { # libdir prog
 		-d softrnic0 -x 0 -F -p $port -s 8 -n $n 127.0.0.1 \
 		>/dev/null 2>&1 || true
 	wait $s || true
-	callgrind_annotate --threshold=100 "$out/cg" 2>/dev/null |
-		grep -E '^ *[0-9,]+ .*/src/[^ ]*:' |
-		awk -v n=$n '{gsub(",", "", $1); s += $1}
-			END {printf "%.1f", s / n}'
+	# inclusive: the verb and everything it ran (WQE, doorbell, the
+	# transport's execute, the completion); polling is left out, as its
+	# count depends on timing
+	callgrind_annotate --inclusive=yes "$out/cg" 2>/dev/null |
+		grep -E ':srn_qp_post_send \[' | head -1 |
+		awk -v n=$n '{gsub(",", "", $1); printf "%.1f", $1 / n}'
 }
 
 med() {
@@ -187,8 +190,9 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b+0==0) print "n/a";
 	if [ "${SOFTRNIC_AB_CALLGRIND:-0}" = 1 ] &&
 		command -v valgrind >/dev/null; then
 		echo
-		echo "Instructions per WR in softrnic's code, perftest client"
-		echo "under callgrind (8 B, 100,000 WRs; counts, not times):"
+		echo "Instructions per ibv_post_send (inclusive: WQE, doorbell,"
+		echo "execution, completion), perftest client under callgrind"
+		echo "(8 B, 100,000 WRs; counts, not times):"
 		echo
 		echo "| program | $NA | $NB | B/A |"
 		echo "|---|---|---|---|"
