@@ -454,6 +454,72 @@ static int err_peer_target(struct chan *c, void *arg)
 	return t_failures;
 }
 
+/* Three WRITEs in one list, the first with a bad rkey: as on an RC
+ * device, the first fails with REM_ACCESS_ERR, the two behind it are
+ * flushed and never executed at the target, both QPs end in ERR. The same
+ * on every transport. */
+static int list_init(struct chan *c, void *arg)
+{
+	struct side_opts o;
+	struct side s;
+	struct peer_info p;
+	struct ibv_sge sge[3];
+	struct ibv_send_wr wr[3], *bad;
+	struct ibv_wc wc;
+
+	side_opts_default(&o);
+	REQUIRE(!side_pair(&s, &o, c, &p), "setup");
+	memset(wr, 0, sizeof(wr));
+	memset(s.buf, 'X', 3 * 64);
+	for (int i = 0; i < 3; i++) {
+		sge[i] = (struct ibv_sge){ (uintptr_t)s.buf + i * 64, 64,
+					   s.mr->lkey };
+		wr[i].wr_id = i;
+		wr[i].sg_list = &sge[i];
+		wr[i].num_sge = 1;
+		wr[i].opcode = IBV_WR_RDMA_WRITE;
+		wr[i].send_flags = IBV_SEND_SIGNALED;
+		wr[i].wr.rdma.remote_addr = p.addr + i * 64;
+		wr[i].wr.rdma.rkey = i ? p.rkey : p.rkey ^ 0x5a5a00;
+		wr[i].next = i < 2 ? &wr[i + 1] : NULL;
+	}
+	CHECK(!ibv_post_send(s.qp, wr, &bad), "post the list");
+	for (int i = 0; i < 3; i++) {
+		enum ibv_wc_status want = i ? IBV_WC_WR_FLUSH_ERR :
+					      IBV_WC_REM_ACCESS_ERR;
+
+		CHECK(!poll_one(s.cq, &wc, T) && wc.wr_id == (uint64_t)i &&
+			      wc.status == want,
+		      "WR %d: %s (want %s)", i, ibv_wc_status_str(wc.status),
+		      ibv_wc_status_str(want));
+	}
+	CHECK(wait_err(s.qp), "initiator QP not in ERR");
+	chan_barrier(c);
+	chan_barrier(c); /* the target looked */
+	side_close(&s);
+	return t_failures;
+}
+
+static int list_target(struct chan *c, void *arg)
+{
+	struct side_opts o;
+	struct side s;
+	struct peer_info p;
+	bool clean = true;
+
+	side_opts_default(&o);
+	REQUIRE(!side_pair(&s, &o, c, &p), "setup");
+	memset(s.buf, 0, 3 * 64);
+	chan_barrier(c); /* the initiator saw its completions */
+	for (int i = 0; i < 3 * 64; i++)
+		clean &= s.buf[i] == 0;
+	CHECK(clean, "no WRITE behind the failed one reached the target");
+	CHECK(wait_err(s.qp), "target QP not in ERR");
+	chan_barrier(c);
+	side_close(&s);
+	return t_failures;
+}
+
 int main(int argc, char **argv)
 {
 	enum run_mode m = test_mode(argc, argv);
@@ -466,6 +532,8 @@ int main(int argc, char **argv)
 	    pass, fail);
 	RUN("request_to_qp_in_err", err_peer_init, err_peer_target, NULL, m,
 	    pass, fail);
+	RUN("bad_rkey_then_two->flushed_unexecuted", list_init, list_target,
+	    NULL, m, pass, fail);
 	RUN("verbs_errno", verbs_errno, nothing, NULL, m, pass, fail);
 	return test_summary(pass, fail);
 }

@@ -99,6 +99,8 @@ struct srn_tcp_link {
 	bool have_rwqe;
 	bool nak_rnr; /* we NAKed done_psn + 1 (RNR): later requests are
 		       * dropped until it comes again */
+	bool nak_err; /* we NAKed a request with an error: every later one
+		       * is dropped, unexecuted (as by a QP in ERR) */
 	bool skip; /* the current request is dropped */
 	enum ibv_wc_status st; /* outcome at the target */
 	uint32_t ws; /* answer to the initiator */

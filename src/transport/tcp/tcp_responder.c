@@ -194,6 +194,12 @@ int srn_tcp_resp_on_hdr(struct srn_tcp_link *c, const struct srn_wire_hdr *h,
 		return -EPROTO; /* not the peer the QP talks to */
 	if (st == IBV_QPS_ERR)
 		return -ESHUTDOWN; /* the link ends: the sender learns it */
+	if (c->nak_err) {
+		/* after an error NAK nothing more is executed (our QP is on
+		 * its way to ERR): the sender flushes what follows */
+		c->skip = true;
+		return 0;
+	}
 	if (h->psn != c->done_psn + 1) { /* a retransmission, or later */
 		if (!c->nak_rnr)
 			return -EPROTO;
@@ -329,8 +335,10 @@ int srn_tcp_resp_on_msg(struct srn_tcp_link *c, const struct srn_wire_hdr *h)
 		return 0;
 	}
 	srn_tcp_link_done(c, h->psn);
-	if (c->ws != SRN_WS_OK)
+	if (c->ws != SRN_WS_OK) {
+		c->nak_err = true; /* drop every later request */
 		srn_qp_async_error(c->qp); /* a NAK: the responder fails too */
+	}
 	return 0;
 }
 
