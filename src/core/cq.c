@@ -146,7 +146,7 @@ int srn_cq_post(struct srn_cq_view *v, const struct srn_cqe *cqe)
 		 * poll): without a fence on both, both loads can miss and the
 		 * event is lost. Only CQs with a channel get events, so only
 		 * they pay for it. */
-		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+		srn_smp_mb();
 	}
 	srn_cq_notify(v, cqe);
 	return 0;
@@ -380,5 +380,5 @@ void srn_cq_arm(struct srn_cq *cq, bool solicited_only)
 	/* seq_cst: pairs with the fence in srn_cq_post: the application's
 	 * poll after arming sees a CQE published before the producer could
 	 * see the arm (tests/unit/test_races.c) */
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	srn_smp_mb();
 }

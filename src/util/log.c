@@ -14,6 +14,9 @@
 #include "util/util.h"
 
 static int srn_log_level = SRN_LOG_WARN;
+
+/* srn_smp_mb's word under ThreadSanitizer (util/srn_compiler.h) */
+unsigned srn_mb_word;
 static pthread_once_t srn_log_once = PTHREAD_ONCE_INIT;
 
 static void srn_log_init(void)

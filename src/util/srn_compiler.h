@@ -38,9 +38,26 @@
  * pairs with srn_resp_peek_recv's fence or the one each use names */
 #define srn_smp_mb_after_atomic() __atomic_signal_fence(__ATOMIC_SEQ_CST)
 #else
-/* seq_cst: pairs with srn_resp_peek_recv's fence or the one each
- * use names */
-#define srn_smp_mb_after_atomic() __atomic_thread_fence(__ATOMIC_SEQ_CST)
+#define srn_smp_mb_after_atomic() srn_smp_mb()
+#endif
+
+/*
+ * A full barrier: a later load does not pass an earlier store (the
+ * kernel's smp_mb). A seq_cst fence; under ThreadSanitizer, which does not
+ * model fences (gcc refuses them with -Wtsan), a seq_cst read-modify-write
+ * of a dummy word, which orders the same on the hardware and which TSan
+ * sees. Each use names the barrier it pairs with.
+ */
+#if defined(__SANITIZE_THREAD__)
+extern unsigned srn_mb_word;
+#define srn_smp_mb()                                                     \
+	/* seq_cst: pairs with srn_resp_peek_recv's barrier or the one \
+	 * each use names */ \
+	((void)__atomic_fetch_add(&srn_mb_word, 0, __ATOMIC_SEQ_CST))
+#else
+/* seq_cst: pairs with srn_resp_peek_recv's barrier or the one each use
+ * names */
+#define srn_smp_mb() __atomic_thread_fence(__ATOMIC_SEQ_CST)
 #endif
 
 #endif /* SRN_COMPILER_H */

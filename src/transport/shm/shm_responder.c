@@ -118,7 +118,7 @@ int srn_resp_peek_recv(struct srn_peer *p, struct srn_rwqe *rw, uint64_t *pos_p)
 		 * stored: without a full barrier on each, a receive posted
 		 * between the peek and the flag could be missed here while
 		 * the owner misses the flag, and nobody kicks us */
-		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+		srn_smp_mb();
 		/* a receive posted between the peek and the flag would
 		 * leave us waiting: look once more */
 		err = srn_rq_peek(&p->rqv, rw, pos_p);
