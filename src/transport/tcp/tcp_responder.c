@@ -168,6 +168,39 @@ static bool srn_tcp_is_peer_link(struct srn_tcp_link *c)
 	return tq && __atomic_load_n(&tq->peer_link, __ATOMIC_ACQUIRE) == c;
 }
 
+/* A request in sequence: where its payload goes (or what it asks). */
+static int srn_tcp_resp_place(struct srn_tcp_link *c,
+			      const struct srn_wire_hdr *h, struct iovec *iov,
+			      unsigned *niov)
+{
+	c->st = IBV_WC_SUCCESS;
+	c->ws = SRN_WS_OK;
+	switch (h->opcode) {
+	case SRN_WOP_SEND:
+		return srn_tcp_send_sink(c, h, iov, niov);
+	case SRN_WOP_WRITE:
+		c->ws = srn_tcp_key(c, h->rkey, h->raddr, h->len,
+				    IBV_ACCESS_REMOTE_WRITE, &c->ptr);
+		if (c->ws == SRN_WS_OK && (h->flags & SRN_WF_IMM))
+			srn_tcp_take_rwqe(c); /* none: ws RNR */
+		if (c->ws == SRN_WS_OK) {
+			iov[0].iov_base = c->ptr;
+			iov[0].iov_len = h->len;
+			*niov = 1;
+		}
+		return 0;
+	case SRN_WOP_READ_REQ:
+		c->ws = srn_tcp_key(c, h->rkey, h->raddr, h->len,
+				    IBV_ACCESS_REMOTE_READ, &c->ptr);
+		return 0;
+	default: /* ATOMIC */
+		iov[0].iov_base = &c->at;
+		iov[0].iov_len = sizeof(c->at);
+		*niov = 1;
+		return 0;
+	}
+}
+
 int srn_tcp_resp_on_hdr(struct srn_tcp_link *c, const struct srn_wire_hdr *h,
 			struct iovec *iov, unsigned *niov)
 {
@@ -207,32 +240,7 @@ int srn_tcp_resp_on_hdr(struct srn_tcp_link *c, const struct srn_wire_hdr *h,
 		return 0;
 	}
 	c->skip = false;
-	c->st = IBV_WC_SUCCESS;
-	c->ws = SRN_WS_OK;
-	switch (h->opcode) {
-	case SRN_WOP_SEND:
-		return srn_tcp_send_sink(c, h, iov, niov);
-	case SRN_WOP_WRITE:
-		c->ws = srn_tcp_key(c, h->rkey, h->raddr, h->len,
-				    IBV_ACCESS_REMOTE_WRITE, &c->ptr);
-		if (c->ws == SRN_WS_OK && (h->flags & SRN_WF_IMM))
-			srn_tcp_take_rwqe(c); /* none: ws RNR */
-		if (c->ws == SRN_WS_OK) {
-			iov[0].iov_base = c->ptr;
-			iov[0].iov_len = h->len;
-			*niov = 1;
-		}
-		return 0;
-	case SRN_WOP_READ_REQ:
-		c->ws = srn_tcp_key(c, h->rkey, h->raddr, h->len,
-				    IBV_ACCESS_REMOTE_READ, &c->ptr);
-		return 0;
-	default: /* ATOMIC */
-		iov[0].iov_base = &c->at;
-		iov[0].iov_len = sizeof(c->at);
-		*niov = 1;
-		return 0;
-	}
+	return srn_tcp_resp_place(c, h, iov, niov);
 }
 
 /* ---- requests: complete and answer ---- */
