@@ -404,6 +404,7 @@ struct srn_qp {
 	struct ibv_qp_cap cap;
 	bool sq_sig_all;
 	bool held; /* holds references on its PD, CQs and SRQ (srn_qp_add) */
+	bool fatal_sent; /* IBV_EVENT_QP_FATAL raised (sq_lock; RESET clears) */
 	/* attributes (written by modify_qp under both locks) */
 	struct ibv_qp_attr attr;
 	/* shared segment: state for peers and the RQ ring */

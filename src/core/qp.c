@@ -316,6 +316,7 @@ void srn_qp_apply_attr(struct srn_qp *qp, const struct ibv_qp_attr *a, int mask)
 /* Back to RESET: empty queues (the connection is gone). Both locks held. */
 void srn_qp_reset_queues(struct srn_qp *qp)
 {
+	qp->fatal_sent = false;
 	qp->sq.prod = qp->sq.sent = qp->sq.cons = 0;
 	if (!qp->srq) {
 		/* relaxed: only srn_rq_post writes prod, under rq_lock (held) */

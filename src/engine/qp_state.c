@@ -145,15 +145,18 @@ void srn_qp_error(struct srn_qp *qp)
 	srn_unlock(&qp->rq_lock);
 }
 
-/* The QP's peer or link was lost: ERR, and IBV_EVENT_QP_FATAL unless the
- * QP was in ERR already (sq_lock held). */
+/* The QP's peer or link was lost: ERR, and IBV_EVENT_QP_FATAL, once until
+ * the QP is reset (also when the requester saw the loss first and moved
+ * the QP to ERR itself). sq_lock held. */
 void srn_qp_fatal(struct srn_qp *qp)
 {
 	struct ibv_async_event ev = { .element.qp = &qp->ibqpx.qp_base,
 				      .event_type = IBV_EVENT_QP_FATAL };
 
-	if (srn_qp_state(qp) == IBV_QPS_ERR)
+	if (qp->fatal_sent)
 		return;
-	srn_qp_error(qp);
+	qp->fatal_sent = true;
+	if (srn_qp_state(qp) != IBV_QPS_ERR)
+		srn_qp_error(qp);
 	srn_async_event_post(qp->ctx, &ev);
 }

@@ -267,6 +267,7 @@ static int target_stopped(void)
 	CHECK(!poll_one(s.cq, &wc, 5000) && wc.status == IBV_WC_SUCCESS,
 	      "first write");
 	kill(pid, SIGSTOP);
+	waitpid(pid, NULL, WUNTRACED); /* stopped for sure */
 	t0 = now_s();
 	CHECK(!post_send1(s.qp, IBV_WR_RDMA_WRITE, s.buf, 64, s.mr->lkey,
 			  p.addr, p.rkey, IBV_SEND_SIGNALED, 1),
