@@ -9,6 +9,14 @@
  * handler a transport registered for it (srn_ctl_handler_set). A peer that
  * attached to the QP (srn_ctl_conn_attach) and hangs up without BYE has
  * died: its QP's peer goes to ERR.
+ *
+ * Who is served (docs/security.md): a connection is accepted only from a
+ * process of our user or root (the kernel's SO_PEERCRED, not a message);
+ * a peer attaches only if the kernel also vouches that it owns the source
+ * QPN it claims, and that QPN is the QP's dest_qp_num; before it has
+ * attached a connection may only ask to attach, say BYE, ask for STAT or
+ * hand off a connection (srn_ctl_classify). The abstract socket has no
+ * file permissions: these checks are all there is.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -19,6 +27,7 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -26,12 +35,15 @@
 #include "proto/srn_ctl_proto.h"
 
 #define SRN_CTL_TIMEOUT_S 5
+#define SRN_CTL_WARN_NS 1000000000ull /* refusals: one warning a second */
 
 struct srn_ctl_conn {
 	struct srn_pollable pl;
 	struct srn_qp *qp; /* the target QP */
 	int kick_fd; /* the initiator's progress kick */
 	uint32_t src_qpn;
+	pid_t pid; /* the peer process (SO_PEERCRED at accept) */
+	uid_t uid;
 	bool connected; /* a peer QP attached (srn_ctl_conn_attach) */
 	bool bye;
 };
@@ -57,12 +69,128 @@ int srn_ctl_conn_fd(const struct srn_ctl_conn *c)
 	return c->pl.fd;
 }
 
-/* A peer QP attached to this conn: kick_fd (ours now) wakes its progress
- * thread, and a hang-up without BYE means it died. Once per conn. */
+static socklen_t srn_ctl_addr(struct sockaddr_un *sa, uint32_t qpn);
+
+/* Progress thread only: may a refusal be logged at the warning level now?
+ * (Whoever can connect could otherwise fill our stderr.) */
+static bool srn_ctl_warn_ok(void)
+{
+	static uint64_t last_ns;
+	uint64_t now = srn_now_ns();
+
+	if (last_ns && now - last_ns < SRN_CTL_WARN_NS)
+		return false;
+	last_ns = now;
+	return true;
+}
+
+#define srn_ctl_refused(...)                   \
+	do {                                   \
+		if (srn_ctl_warn_ok())         \
+			srn_warn(__VA_ARGS__); \
+		else                           \
+			srn_dbg(__VA_ARGS__);  \
+	} while (0)
+
+/* The kernel's credentials of the process at the other end of fd (for a
+ * socket that connected: of the process that called listen()). */
+static int srn_ctl_peercred(int fd, struct ucred *cr)
+{
+	socklen_t len = sizeof(*cr);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, cr, &len))
+		return -errno;
+	return len == sizeof(*cr) ? 0 : -EPROTO;
+}
+
+/* Same host, same user: a process of our user, or root (who could ptrace
+ * us anyway). Another user is refused: no mediated path yet. */
+static bool srn_ctl_uid_ok(uid_t peer)
+{
+	return peer == geteuid() || peer == 0;
+}
+
+/*
+ * The pid of the process that listens on QP qpn's control socket, as the
+ * kernel knows it. A non-blocking connect: a listening unix socket takes
+ * it into its backlog without its owner's help, so this never waits for
+ * another process; a full backlog (-EAGAIN) leaves it unverified for now.
+ */
+static int srn_ctl_owner(uint32_t qpn, pid_t *pid)
+{
+	struct sockaddr_un sa;
+	socklen_t len = srn_ctl_addr(&sa, qpn);
+	struct ucred cr;
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK,
+			0);
+	int err;
+
+	if (fd < 0)
+		return -errno;
+	err = connect(fd, (struct sockaddr *)&sa, len) ? -errno : 0;
+	if (err == -EINPROGRESS)
+		err = -EAGAIN;
+	if (!err)
+		err = srn_ctl_peercred(fd, &cr);
+	close(fd);
+	if (!err)
+		*pid = cr.pid;
+	return err;
+}
+
+/*
+ * May the peer of c attach as QP src_qpn? Only if qp is past INIT with
+ * src_qpn as its dest_qp_num (-EAGAIN before: not ready, ask again), and
+ * the process at the other end of c owns src_qpn (-EPERM otherwise).
+ */
+static int srn_ctl_conn_verify(struct srn_ctl_conn *c, uint32_t src_qpn)
+{
+	uint32_t qpn = c->qp->ibqpx.qp_base.qp_num, dest;
+	enum ibv_qp_state st = srn_qp_state(c->qp);
+	pid_t owner = 0;
+	int err;
+
+	if (st == IBV_QPS_RESET || st == IBV_QPS_INIT)
+		return -EAGAIN; /* no RTR attributes yet */
+	/* acquire: pairs with the release in srn_qp_apply_attr (written
+	 * before the state we read, which pairs with srn_qp_set_state) */
+	dest = __atomic_load_n(&c->qp->shm->dest_qpn, __ATOMIC_ACQUIRE);
+	if (dest != src_qpn) {
+		srn_ctl_refused("QP 0x%06x: pid %d says it is QP 0x%06x, but "
+				"our peer is QP 0x%06x: refused",
+				qpn, (int)c->pid, src_qpn, dest);
+		return -EPERM;
+	}
+	err = srn_ctl_owner(src_qpn, &owner);
+	if (err == -EAGAIN)
+		return -EAGAIN; /* its backlog is full: not verified now */
+	if (err)
+		srn_ctl_refused("QP 0x%06x: pid %d claims QP 0x%06x, which "
+				"nobody owns (%s): refused",
+				qpn, (int)c->pid, src_qpn, strerror(-err));
+	else if (owner <= 0 || owner != c->pid)
+		srn_ctl_refused("QP 0x%06x: pid %d (uid %u) claims QP 0x%06x, "
+				"owned by pid %d: refused",
+				qpn, (int)c->pid, (unsigned)c->uid, src_qpn,
+				(int)owner);
+	return err || owner <= 0 || owner != c->pid ? -EPERM : 0;
+}
+
+/*
+ * A peer QP attaches to this conn, if srn_ctl_conn_verify lets it (-EAGAIN:
+ * not now; -EPERM: never on this conn): kick_fd (ours then) wakes its
+ * progress thread, and a hang-up without BYE means it died. Once per conn;
+ * until then, the conn is served nothing (srn_ctl_classify).
+ */
 int srn_ctl_conn_attach(struct srn_ctl_conn *c, uint32_t src_qpn, int kick_fd)
 {
+	int err;
+
 	if (c->connected)
 		return -EISCONN;
+	err = srn_ctl_conn_verify(c, src_qpn);
+	if (err)
+		return err;
 	/* kick_fd is read by srn_ctl_kick_peers under conn_lock */
 	pthread_mutex_lock(&c->qp->conn_lock);
 	c->kick_fd = kick_fd;
@@ -200,53 +328,66 @@ static void srn_ctl_on_stat(struct srn_ctl_conn *c)
 	srn_ctl_sendmsg(c->pl.fd, &r, sizeof(r), NULL, 0);
 }
 
-/* The hand-off of a connection another process accepted for this QP. */
+/* The hand-off of a connection another process of our user accepted for
+ * this QP (srn_ctl_classify checked the message). */
 static void srn_ctl_on_adopt(struct srn_ctl_conn *c,
 			     const struct srn_ctl_adopt *m, int *fds,
 			     unsigned *nfds_p)
 {
-	if (*nfds_p != 1 || m->dst_qpn != c->qp->ibqpx.qp_base.qp_num ||
-	    m->hello_len > sizeof(m->hello))
-		return;
 	if (!srn_transport_adopt(c->qp, fds[0], m->hello, m->hello_len))
 		*nfds_p = 0; /* the transport owns the fd now */
 }
 
-/* The initiator went away: without BYE, it crashed. */
+/* The initiator went away: without BYE, it crashed. A conn that never
+ * attached (refused, pending, a probe, softrnic stat) touches no QP. */
 static void srn_ctl_on_hangup(struct srn_ctl_conn *c)
 {
 	if (c->connected && !c->bye) {
-		srn_warn("QP 0x%06x: peer QP 0x%06x died",
-			 c->qp->ibqpx.qp_base.qp_num, c->src_qpn);
+		srn_warn("QP 0x%06x: peer QP 0x%06x (pid %d) died",
+			 c->qp->ibqpx.qp_base.qp_num, c->src_qpn, (int)c->pid);
 		srn_cq_peer_died(c->qp->recv_cq);
 		srn_qp_async_fatal(c->qp);
 	}
 	srn_ctl_conn_close(c);
 }
 
-static void srn_ctl_dispatch(struct srn_ctl_conn *c, const void *buf, size_t n,
+/*
+ * One message (srn_ctl_classify says what it may be). False when the conn
+ * must be closed: a peer that has not attached and breaks the rules is
+ * dropped (an attached one is only warned about: its hang-up would be
+ * taken for its death).
+ */
+static bool srn_ctl_dispatch(struct srn_ctl_conn *c, const void *buf, size_t n,
 			     int *fds, unsigned *nfds_p)
 {
-	const struct srn_ctl_hdr *h = buf;
+	const struct srn_ctl_hdr *h = buf; /* srn_ctl_on_conn's buffer */
+	uint32_t qpn = c->qp->ibqpx.qp_base.qp_num;
+	int t = srn_ctl_classify(buf, n, *nfds_p, qpn, c->connected);
 
-	if (n < sizeof(*h) || h->magic != SRN_CTL_MAGIC ||
-	    h->version != SRN_CTL_VERSION || h->len != n) {
-		srn_warn("control message rejected (%zu bytes)", n);
-	} else if (h->type == SRN_CTL_ADOPT &&
-		   n == sizeof(struct srn_ctl_adopt)) {
-		srn_ctl_on_adopt(c, buf, fds, nfds_p);
-	} else if (h->type == SRN_CTL_STAT_REQ && n == sizeof(*h)) {
-		srn_ctl_on_stat(c);
-	} else if (h->type == SRN_CTL_BYE) {
-		c->bye = true;
-		srn_dbg("QP 0x%06x: BYE from QP 0x%06x",
-			c->qp->ibqpx.qp_base.qp_num, c->src_qpn);
-	} else if (h->type < SRN_ARRAY_SIZE(srn_ctl_handlers) &&
-		   srn_ctl_handlers[h->type]) {
-		srn_ctl_handlers[h->type](c, buf, n, fds, nfds_p);
-	} else {
-		srn_warn("control message of unknown type %u", h->type);
+	if (t < 0) {
+		srn_ctl_refused("QP 0x%06x: control message from pid %d "
+				"rejected (%zu bytes, %u fds, type %u): %s",
+				qpn, (int)c->pid, n, *nfds_p,
+				n >= sizeof(*h) ? h->type : 0u, strerror(-t));
+		return c->connected;
 	}
+	if (t == SRN_CTL_ADOPT) {
+		srn_ctl_on_adopt(c, buf, fds, nfds_p);
+	} else if (t == SRN_CTL_STAT_REQ) {
+		srn_ctl_on_stat(c);
+	} else if (t == SRN_CTL_BYE) {
+		c->bye = true;
+		srn_dbg("QP 0x%06x: BYE from QP 0x%06x", qpn, c->src_qpn);
+	} else if ((unsigned)t < SRN_ARRAY_SIZE(srn_ctl_handlers) &&
+		   srn_ctl_handlers[t]) {
+		srn_ctl_handlers[t](c, buf, n, fds, nfds_p);
+	} else {
+		srn_ctl_refused("QP 0x%06x: no handler for control message "
+				"type %d",
+				qpn, t);
+		return c->connected;
+	}
+	return true;
 }
 
 /* Progress thread: a request, or the initiator went away. */
@@ -257,31 +398,55 @@ static void srn_ctl_on_conn(struct srn_pollable *pl, uint32_t events)
 	int fds[SRN_CTL_MAX_FDS];
 	unsigned nfds = SRN_CTL_MAX_FDS;
 	ssize_t n = srn_ctl_recvmsg(pl->fd, buf, sizeof(buf), fds, &nfds);
+	bool keep;
 
 	if (n < 0) {
 		if (n != -ETIMEDOUT && n != -EINTR)
 			srn_ctl_on_hangup(c);
 		return;
 	}
-	srn_ctl_dispatch(c, buf, (size_t)n, fds, &nfds);
+	keep = srn_ctl_dispatch(c, buf, (size_t)n, fds, &nfds);
 	for (unsigned i = 0; i < nfds; i++)
 		close(fds[i]);
+	if (!keep)
+		srn_ctl_conn_close(c); /* never attached: no ERR */
 }
 
+/*
+ * A new connection to qp's socket: served only if the kernel says its
+ * process runs as our user or root; any other is closed at once, before
+ * anything is read from it.
+ */
 static void srn_ctl_on_accept(struct srn_pollable *pl, uint32_t events)
 {
 	struct srn_qp *qp = pl->priv;
 	struct srn_ctl_conn *c;
+	struct ucred cr;
 	int fd = accept4(pl->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	int err;
 
 	if (fd < 0)
 		return;
+	err = srn_ctl_peercred(fd, &cr);
+	if (err || !srn_ctl_uid_ok(cr.uid)) {
+		srn_ctl_refused("QP 0x%06x: control connection from pid %d uid "
+				"%u refused: %s",
+				qp->ibqpx.qp_base.qp_num,
+				err ? -1 : (int)cr.pid,
+				err ? 0u : (unsigned)cr.uid,
+				err ? strerror(-err) :
+				      "another user (docs/security.md)");
+		close(fd);
+		return;
+	}
 	c = calloc(1, sizeof(*c));
 	if (!c) {
 		close(fd);
 		return;
 	}
 	c->qp = qp;
+	c->pid = cr.pid;
+	c->uid = cr.uid;
 	c->kick_fd = -1;
 	c->pl.fd = fd;
 	c->pl.fn = srn_ctl_on_conn;
@@ -380,21 +545,32 @@ void srn_ctl_kick_peers(struct srn_qp *qp)
 }
 
 /* Connects to the control socket of QP qpn on this host; a blocking
- * socket with send and receive timeouts. The fd, or -errno. */
+ * socket with send and receive timeouts. The fd, or -errno: -EACCES when
+ * the QP belongs to a user whose QPs would refuse us (srn_ctl_on_accept). */
 int srn_ctl_dial(uint32_t qpn, int timeout_s)
 {
 	struct timeval tv = { timeout_s, 0 };
 	struct sockaddr_un sa;
 	socklen_t len = srn_ctl_addr(&sa, qpn);
 	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	struct ucred cr;
+	int err;
 
 	if (fd < 0)
 		return -errno;
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	if (connect(fd, (struct sockaddr *)&sa, len)) {
-		int err = -errno;
-
+	err = connect(fd, (struct sockaddr *)&sa, len) ? -errno : 0;
+	if (!err)
+		err = srn_ctl_peercred(fd, &cr);
+	if (!err && cr.uid != geteuid() && geteuid() != 0) {
+		srn_err("QP 0x%06x belongs to pid %d of uid %u: processes of "
+			"different users cannot connect on this host "
+			"(docs/security.md)",
+			qpn, (int)cr.pid, (unsigned)cr.uid);
+		err = -EACCES;
+	}
+	if (err) {
 		close(fd);
 		return err;
 	}

@@ -12,19 +12,28 @@
  * close, tells the other side that the hang-up is no crash.
  *
  * All messages are little-endian host structs (same host only), carry a
- * magic and version, and are length- and range-checked by the receiver.
- * See docs/architecture.md.
+ * magic and version, and are length- and range-checked by the receiver
+ * (srn_ctl_classify, below, on the target side). The target serves a
+ * connection only if the kernel vouches for its peer: same user or root
+ * (SO_PEERCRED at accept), and, before anything but CONNECT_REQ, BYE,
+ * STAT_REQ or ADOPT, the process that owns the source QPN the QP's RTR
+ * attributes name. See docs/architecture.md and docs/security.md.
  */
 #ifndef SRN_CTL_PROTO_H
 #define SRN_CTL_PROTO_H
 
 #include <assert.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define SRN_CTL_MAGIC 0x4c43534eu /* "NSCL" */
 #define SRN_CTL_VERSION 2 /* 2: ADOPT is transport-neutral */
 #define SRN_CTL_SOCK_FMT "softrnic/qp/%06x" /* abstract: leading NUL */
 #define SRN_CTL_MAX_FDS 16
+#define SRN_CTL_QPN_MAX 0xffffffu /* QPNs are 24 bits; 0 is none */
 #define SRN_MR_MAX_CHUNKS 16
 
 enum srn_ctl_type {
@@ -49,7 +58,11 @@ struct srn_ctl_hdr {
 };
 static_assert(sizeof(struct srn_ctl_hdr) == 16, "ctl hdr size");
 
-/* fd 0: the initiator's kick eventfd */
+/* fd 0: the initiator's kick eventfd. The target answers with the fds
+ * (CONNECT_REP status 0) only when the process at the other end of the
+ * connection owns src_qpn (the kernel's credentials, not src_pid) and
+ * src_qpn is the target QP's dest_qp_num; -EAGAIN: the target QP is not at
+ * RTR yet, ask again later on the same connection; -EPERM: refused. */
 struct srn_ctl_connect_req {
 	struct srn_ctl_hdr hdr;
 	uint32_t src_qpn;
@@ -121,12 +134,14 @@ struct srn_ctl_adopt {
 	struct srn_ctl_hdr hdr;
 	uint32_t dst_qpn;
 	uint32_t hello_len; /* bytes of hello used */
-	uint8_t hello[24];
+	uint8_t hello[32];
 };
-static_assert(sizeof(struct srn_ctl_adopt) == 48, "adopt size");
+static_assert(sizeof(struct srn_ctl_adopt) == 56, "adopt size");
 
 /* The largest message of this protocol: the receive buffer's size. */
 #define SRN_CTL_MAX_MSG sizeof(struct srn_ctl_mr_rep)
+static_assert(SRN_CTL_MAX_MSG >= sizeof(struct srn_ctl_adopt),
+	      "max msg covers adopt");
 
 /* The answer to SRN_CTL_STAT_REQ (a bare header). */
 struct srn_ctl_stat_rep {
@@ -139,5 +154,68 @@ struct srn_ctl_stat_rep {
 	char desc[64]; /* the transport's description of the peer */
 };
 static_assert(sizeof(struct srn_ctl_stat_rep) == 104, "stat rep size");
+static_assert(SRN_CTL_MAX_MSG >= sizeof(struct srn_ctl_stat_rep),
+	      "max msg covers stat rep");
+
+/*
+ * The target side's rules for a message received on a control connection
+ * of QP qpn: the exact length of its type, the fds it may carry, and what a
+ * connection that has not attached yet (no CONNECT_REQ accepted on it) may
+ * send. Pure: no socket, no QP (tests/fuzz/fuzz_ctl.c). msg may be
+ * unaligned. The type to dispatch, or -EBADMSG (not a message of this
+ * protocol and version), -EPROTO (a request with the wrong length, fds,
+ * status or QPN, or a reply or unknown type), -EPERM (not before attach).
+ */
+static inline int srn_ctl_classify(const void *msg, size_t len, unsigned nfds,
+				   uint32_t qpn, bool attached)
+{
+	struct srn_ctl_connect_req cr;
+	struct srn_ctl_adopt ad;
+	struct srn_ctl_hdr h;
+	size_t want = sizeof(h);
+	unsigned want_fds = 0;
+	bool early = true; /* allowed before attach */
+
+	if (len < sizeof(h))
+		return -EBADMSG;
+	memcpy(&h, msg, sizeof(h));
+	if (h.magic != SRN_CTL_MAGIC || h.version != SRN_CTL_VERSION ||
+	    h.len != len)
+		return -EBADMSG;
+	switch (h.type) {
+	case SRN_CTL_CONNECT_REQ:
+		want = sizeof(cr);
+		want_fds = 1;
+		break;
+	case SRN_CTL_ADOPT: /* a fresh connection of the host's listener */
+		want = sizeof(ad);
+		want_fds = 1;
+		break;
+	case SRN_CTL_MR_REQ: /* served only to the verified peer */
+		want = sizeof(struct srn_ctl_mr_req);
+		early = false;
+		break;
+	case SRN_CTL_BYE:
+	case SRN_CTL_STAT_REQ:
+		break;
+	default: /* replies and unknown types: never sent to a target */
+		return -EPROTO;
+	}
+	if (len != want || nfds != want_fds || h.status)
+		return -EPROTO;
+	if (!attached && !early)
+		return -EPERM;
+	if (h.type == SRN_CTL_CONNECT_REQ) {
+		memcpy(&cr, msg, sizeof(cr));
+		if (cr.dst_qpn != qpn || !cr.src_qpn ||
+		    cr.src_qpn > SRN_CTL_QPN_MAX)
+			return -EPROTO;
+	} else if (h.type == SRN_CTL_ADOPT) {
+		memcpy(&ad, msg, sizeof(ad));
+		if (ad.dst_qpn != qpn || ad.hello_len > sizeof(ad.hello))
+			return -EPROTO;
+	}
+	return h.type;
+}
 
 #endif /* SRN_CTL_PROTO_H */

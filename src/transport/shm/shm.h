@@ -38,9 +38,18 @@ struct srn_peer {
 	int chan_fd;
 	int kick_fd;
 	atomic_uint gone; /* SRN_PEER_* */
+	/* The handshake (shm_ctl.c): until the target answered with its
+	 * segments, the peer is pending and nothing above is mapped. */
+	atomic_bool up; /* written under sq_lock, read by other threads */
+	bool req_out; /* a CONNECT_REQ waits for its answer */
+	bool broken; /* the answer could not be mapped: fail */
+	int refused; /* the target's last refusal, logged once */
+	uint64_t next_try_ns, backoff_ns;
+	uint32_t mr_asked; /* key of the MR_REQ in flight (shm_mr.c), or 0 */
 	unsigned rmr_next;
 	struct srn_rmr rmr[SRN_RMR_CACHE];
-	char desc[64];
+	char desc[64]; /* once up */
+	char desc_wait[64]; /* until then */
 };
 
 #define SRN_PEER_ALIVE 0u
@@ -69,5 +78,6 @@ void srn_peer_unmap_all(struct srn_peer *p);
 
 /* shm_ctl.c */
 int srn_shm_ctl_connect(struct srn_peer *p, uint32_t dqpn);
+int srn_shm_ctl_retry(struct srn_peer *p);
 
 #endif /* SRN_SHM_TRANSPORT_H */

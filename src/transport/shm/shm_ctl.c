@@ -5,12 +5,19 @@
  * (engine/ctl.c).
  *
  * Target side (progress thread): CONNECT_REQ is answered with the target
- * QP's segments (QP, receive CQ, key table, SRQ) and kick fds; MR_REQ with
- * the memfds of an MR. Initiator side: srn_shm_ctl_connect() runs in the
- * application thread that moves its QP to RTR.
+ * QP's segments (QP, receive CQ, key table, SRQ) and kick fds once the
+ * control plane has let the peer attach (srn_ctl_conn_attach: the kernel
+ * vouches that it owns the QPN our QP names as its peer), else with the
+ * refusal (-EAGAIN: we are not at RTR yet; -EPERM). MR_REQ (only on an
+ * attached connection) with the memfds of an MR.
+ *
+ * Initiator side: srn_shm_ctl_connect() dials the target at RTR and asks;
+ * a target not ready yet leaves the connection pending, and the requester's
+ * retries (srn_shm_ctl_retry, from execute) ask again until it answers.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -20,6 +27,9 @@
 #include "transport/shm/shm.h"
 
 #define SRN_SHM_CTL_TIMEOUT_S 5
+/* a pending connection asks again after this, doubling up to the max */
+#define SRN_SHM_RETRY_MIN_NS 50000ull
+#define SRN_SHM_RETRY_MAX_NS 10000000ull
 
 /* ---- target side ---- */
 
@@ -35,12 +45,11 @@ static void srn_shm_on_connect(struct srn_ctl_conn *c,
 	};
 	int fds[SRN_REPFD_NR];
 	unsigned n = 0;
+	int err = srn_ctl_conn_attach(c, req->src_qpn, fd);
 
-	if (req->dst_qpn != rep.qpn || fd < 0 ||
-	    srn_ctl_conn_attach(c, req->src_qpn, fd)) {
-		rep.hdr.status = -EINVAL;
-		if (fd >= 0)
-			close(fd);
+	if (err) { /* nothing but the verdict */
+		rep.hdr.status = err == -EISCONN ? -EINVAL : err;
+		close(fd);
 		srn_ctl_sendmsg(srn_ctl_conn_fd(c), &rep, sizeof(rep), NULL, 0);
 		return;
 	}
@@ -101,22 +110,18 @@ static void srn_shm_on_mr_req(struct srn_ctl_conn *c,
 		close(fds[i]);
 }
 
+/* The control plane checked the message (srn_ctl_classify): its length,
+ * its one fd for CONNECT_REQ, and that MR_REQ comes on an attached conn. */
 static void srn_shm_on_msg(struct srn_ctl_conn *c, const void *msg, size_t len,
 			   int *fds, unsigned *nfds_p)
 {
 	const struct srn_ctl_hdr *h = msg;
 
-	if (h->type == SRN_CTL_CONNECT_REQ &&
-	    len == sizeof(struct srn_ctl_connect_req)) {
-		srn_shm_on_connect(c, msg, *nfds_p == 1 ? fds[0] : -1);
-		if (*nfds_p == 1)
-			*nfds_p = 0; /* kept or closed by srn_shm_on_connect */
-	} else if (h->type == SRN_CTL_MR_REQ &&
-		   len == sizeof(struct srn_ctl_mr_req)) {
+	if (h->type == SRN_CTL_CONNECT_REQ) {
+		srn_shm_on_connect(c, msg, fds[0]);
+		*nfds_p = 0; /* kept or closed by srn_shm_on_connect */
+	} else if (h->type == SRN_CTL_MR_REQ) {
 		srn_shm_on_mr_req(c, msg);
-	} else {
-		srn_warn("control message rejected (type %u, %zu bytes)",
-			 h->type, len);
 	}
 }
 
@@ -149,10 +154,22 @@ static int srn_shm_check_rep(const struct srn_ctl_connect_rep *r, ssize_t n,
 	return 0;
 }
 
-/* Maps what the target sent; fds are consumed. */
+/* Maps one segment the target sent; f[i] is ours (-1) once mapped. */
+static int srn_shm_map_one(struct srn_seg *seg, int *f, int i,
+			   enum srn_seg_kind kind, size_t size, int prot)
+{
+	int err = srn_seg_map(seg, f[i], kind, size, prot);
+
+	if (!err)
+		f[i] = -1;
+	return err;
+}
+
+/* Maps what the target sent; fds are consumed (mapped, kept or closed). */
 static int srn_shm_map_target(struct srn_peer *p,
 			      const struct srn_ctl_connect_rep *r, int *fds)
 {
+	const int rw = PROT_READ | PROT_WRITE;
 	int f[SRN_REPFD_NR], err;
 	unsigned k = 0;
 
@@ -160,30 +177,24 @@ static int srn_shm_map_target(struct srn_peer *p,
 		f[i] = (r->fd_mask & (1u << i)) ? fds[k++] : -1;
 	p->chan_fd = f[SRN_REPFD_CHANNEL];
 	p->kick_fd = f[SRN_REPFD_KICK];
-	err = srn_seg_map(&p->qp_seg, f[SRN_REPFD_QP], SRN_SEG_QP,
-			  sizeof(struct srn_qp_shm), PROT_READ | PROT_WRITE);
-	if (err)
-		return err;
-	f[SRN_REPFD_QP] = -1;
-	err = srn_seg_map(&p->cq_seg, f[SRN_REPFD_CQ], SRN_SEG_CQ,
-			  sizeof(struct srn_cq_shm), PROT_READ | PROT_WRITE);
-	if (err)
-		return err;
-	f[SRN_REPFD_CQ] = -1;
-	err = srn_seg_map(&p->tpt_seg, f[SRN_REPFD_TPT], SRN_SEG_TPT,
-			  sizeof(struct srn_tpt_shm), PROT_READ);
-	if (err)
-		return err;
-	f[SRN_REPFD_TPT] = -1;
-	if (f[SRN_REPFD_SRQ] >= 0) {
-		err = srn_seg_map(&p->srq_seg, f[SRN_REPFD_SRQ], SRN_SEG_SRQ,
-				  sizeof(struct srn_srq_shm),
-				  PROT_READ | PROT_WRITE);
-		if (err)
-			return err;
-		f[SRN_REPFD_SRQ] = -1;
-	}
-	return 0;
+	f[SRN_REPFD_CHANNEL] = f[SRN_REPFD_KICK] = -1; /* the peer's now */
+	err = srn_shm_map_one(&p->qp_seg, f, SRN_REPFD_QP, SRN_SEG_QP,
+			      sizeof(struct srn_qp_shm), rw);
+	if (!err)
+		err = srn_shm_map_one(&p->cq_seg, f, SRN_REPFD_CQ, SRN_SEG_CQ,
+				      sizeof(struct srn_cq_shm), rw);
+	if (!err)
+		err = srn_shm_map_one(&p->tpt_seg, f, SRN_REPFD_TPT,
+				      SRN_SEG_TPT, sizeof(struct srn_tpt_shm),
+				      PROT_READ);
+	if (!err && f[SRN_REPFD_SRQ] >= 0)
+		err = srn_shm_map_one(&p->srq_seg, f, SRN_REPFD_SRQ,
+				      SRN_SEG_SRQ, sizeof(struct srn_srq_shm),
+				      rw);
+	for (int i = 0; i < SRN_REPFD_NR; i++)
+		if (f[i] >= 0)
+			close(f[i]);
+	return err;
 }
 
 static int srn_shm_views(struct srn_peer *p, uint32_t dqpn)
@@ -215,53 +226,155 @@ static int srn_shm_views(struct srn_peer *p, uint32_t dqpn)
 				p->chan_fd, p->kick_fd);
 }
 
-static int srn_shm_handshake(struct srn_peer *p, uint32_t dqpn)
+/* Sends CONNECT_REQ with our progress thread's kick eventfd. Never waits
+ * (the progress thread may be the caller): -EAGAIN when the socket cannot
+ * take it now. */
+static int srn_shm_send_req(struct srn_peer *p)
 {
 	struct srn_ctl_connect_req req = {
 		.hdr = { SRN_CTL_MAGIC, SRN_CTL_VERSION, SRN_CTL_CONNECT_REQ, 0,
 			 sizeof(req) },
 		.src_qpn = p->qp->ibqpx.qp_base.qp_num,
-		.dst_qpn = dqpn,
+		.dst_qpn = p->qpn,
 		.src_pid = (uint32_t)srn_pid,
 	};
+	struct pollfd pf = { .fd = p->conn.fd, .events = POLLOUT };
+	int kick = srn_progress_kick_fd();
+
+	if (poll(&pf, 1, 0) != 1)
+		return -EAGAIN;
+	return srn_ctl_sendmsg(p->conn.fd, &req, sizeof(req), &kick, 1);
+}
+
+/*
+ * Takes the answer to our CONNECT_REQ; waits for it (up to the socket's
+ * timeout) only if may_wait. -EINPROGRESS: not there yet, still awaited.
+ * Else the target's verdict: 0 (its segments are mapped here: the peer is
+ * up), its refusal (-EAGAIN, -EPERM) or a failure; p->broken when mapping
+ * failed half-way (the peer cannot be used any more).
+ */
+static int srn_shm_take_rep(struct srn_peer *p, bool may_wait)
+{
+	struct pollfd pf = { .fd = p->conn.fd, .events = POLLIN };
 	struct srn_ctl_connect_rep rep;
-	int kick = srn_progress_kick_fd(), fds[SRN_CTL_MAX_FDS], err;
+	int fds[SRN_CTL_MAX_FDS], err;
 	unsigned nfds = SRN_CTL_MAX_FDS;
 	ssize_t n;
 
-	err = srn_ctl_sendmsg(p->conn.fd, &req, sizeof(req), &kick, 1);
-	if (err)
-		return err;
+	if (!may_wait && poll(&pf, 1, 0) != 1)
+		return -EINPROGRESS;
 	n = srn_ctl_recvmsg(p->conn.fd, &rep, sizeof(rep), fds, &nfds);
-	err = n < 0 ? (int)n : srn_shm_check_rep(&rep, n, dqpn, nfds);
+	if (n == -ETIMEDOUT || n == -EINTR)
+		return -EINPROGRESS;
+	p->req_out = false;
+	err = n < 0 ? (int)n : srn_shm_check_rep(&rep, n, p->qpn, nfds);
 	if (!err) {
 		p->pid = rep.owner_pid;
 		err = srn_shm_map_target(p, &rep, fds);
-		nfds = 0; /* consumed (mapped or closed below by the peer) */
+		nfds = 0; /* consumed */
+		if (!err)
+			err = srn_shm_views(p, p->qpn);
+		p->broken = err != 0;
 	}
 	for (unsigned i = 0; i < nfds; i++)
 		close(fds[i]);
-	return err ? err : srn_shm_views(p, dqpn);
+	return err;
 }
 
+/* The target said no (or nothing useful): ask again later, less often. */
+static void srn_shm_refused(struct srn_peer *p, int err, uint64_t now)
+{
+	if (err != p->refused) { /* once per reason */
+		if (err == -EPERM)
+			srn_warn("QP 0x%06x: QP 0x%06x does not take us as "
+				 "its peer: asking again",
+				 p->qp->ibqpx.qp_base.qp_num, p->qpn);
+		else
+			srn_dbg("QP 0x%06x: QP 0x%06x not ready (%s)",
+				p->qp->ibqpx.qp_base.qp_num, p->qpn,
+				strerror(-err));
+		p->refused = err;
+	}
+	p->backoff_ns = p->backoff_ns ? p->backoff_ns * 2 :
+					SRN_SHM_RETRY_MIN_NS;
+	if (p->backoff_ns > SRN_SHM_RETRY_MAX_NS)
+		p->backoff_ns = SRN_SHM_RETRY_MAX_NS;
+	p->next_try_ns = now + p->backoff_ns;
+}
+
+/* Under sq_lock: the handshake is done; tell the other threads. */
+static void srn_shm_up(struct srn_peer *p)
+{
+	snprintf(p->desc, sizeof(p->desc), "shm pid %d qpn 0x%06x", (int)p->pid,
+		 p->qpn);
+	/* release: pairs with the acquire in srn_shm_describe and
+	 * srn_shm_on_hup (desc and the mapped segments are complete) */
+	atomic_store_explicit(&p->up, true, memory_order_release);
+}
+
+/*
+ * The handshake, from its pending state, under sq_lock: asks the target
+ * again (at most once per backoff period) and takes its answer. An
+ * application thread waits for the answer (the target's progress thread
+ * gives it without waiting for anyone); the progress thread never waits:
+ * it leaves the answer for its next retry, which the answer's arrival
+ * triggers (srn_shm_on_conn). 0: the peer is up; -EAGAIN: not yet; other:
+ * the target's segments could not be mapped (p->broken).
+ */
+int srn_shm_ctl_retry(struct srn_peer *p)
+{
+	uint64_t now = srn_now_ns();
+	int err;
+
+	if (p->broken)
+		return -EPROTO;
+	if (!p->req_out) {
+		if (now < p->next_try_ns)
+			return -EAGAIN;
+		err = srn_shm_send_req(p);
+		if (err) {
+			srn_shm_refused(p, err, now);
+			return -EAGAIN;
+		}
+		p->req_out = true;
+	}
+	err = srn_shm_take_rep(p, !srn_in_progress_thread);
+	if (err == -EINPROGRESS)
+		return -EAGAIN;
+	if (!err)
+		srn_shm_up(p);
+	else if (!p->broken)
+		srn_shm_refused(p, err, now);
+	return p->broken || !err ? err : -EAGAIN;
+}
+
+/*
+ * INIT->RTR, in the application thread: dial the target QP and ask. Only a
+ * missing target, another user's, or segments that cannot be mapped fail
+ * the transition; a target that is not ready yet (or refuses for now)
+ * leaves the connection pending and the requester asks again.
+ */
 int srn_shm_ctl_connect(struct srn_peer *p, uint32_t dqpn)
 {
 	int err;
 
+	p->qpn = dqpn;
+	snprintf(p->desc_wait, sizeof(p->desc_wait),
+		 "shm qpn 0x%06x (not ready: connecting)", dqpn);
 	p->conn.fd = srn_ctl_dial(dqpn, SRN_SHM_CTL_TIMEOUT_S);
 	if (p->conn.fd < 0) {
 		err = p->conn.fd;
+		if (err == -EACCES) /* another user's: srn_ctl_dial said so */
+			return err;
 		srn_err("QP 0x%06x: no QP 0x%06x on this host (%s)",
 			p->qp->ibqpx.qp_base.qp_num, dqpn, strerror(-err));
 		return err == -ECONNREFUSED || err == -ENOENT ? -EINVAL : err;
 	}
-	err = srn_shm_handshake(p, dqpn);
-	if (err) {
+	err = srn_shm_ctl_retry(p);
+	if (err && err != -EAGAIN) {
 		srn_err("QP 0x%06x: connecting to QP 0x%06x failed: %s",
 			p->qp->ibqpx.qp_base.qp_num, dqpn, strerror(-err));
 		return err;
 	}
-	snprintf(p->desc, sizeof(p->desc), "shm pid %d qpn 0x%06x", (int)p->pid,
-		 dqpn);
 	return 0;
 }

@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: MIT
 /*
  * softrnic — the target MRs a same-host initiator has met: fetched from the
- * target over its control socket (MR_REQ, answered in shm_ctl.c), mapped
- * here and cached per connection (struct srn_peer's rmr[]).
+ * target over its control socket (MR_REQ, answered in shm_ctl.c, only once
+ * the connection's handshake passed), mapped here and cached per
+ * connection (struct srn_peer's rmr[]).
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -102,15 +104,34 @@ static int srn_rmr_map(struct srn_rmr *m, const struct srn_ctl_mr_rep *r,
 	return 0;
 }
 
-/* Asks the target for the memory behind key and maps it. Only from an
- * application thread: the progress thread never waits for a peer. */
-int srn_shm_mr_fetch(struct srn_peer *p, uint32_t key, struct srn_rmr **rmr_p)
+/* Sends MR_REQ for key; never waits (-EAGAIN: the socket is full now). */
+static int srn_mr_ask(struct srn_peer *p, uint32_t key)
 {
 	struct srn_ctl_mr_req req = {
 		.hdr = { SRN_CTL_MAGIC, SRN_CTL_VERSION, SRN_CTL_MR_REQ, 0,
 			 sizeof(req) },
 		.key = key,
 	};
+	struct pollfd pf = { .fd = p->conn.fd, .events = POLLOUT };
+	int err;
+
+	if (poll(&pf, 1, 0) != 1)
+		return -EAGAIN;
+	err = srn_ctl_sendmsg(p->conn.fd, &req, sizeof(req), NULL, 0);
+	if (!err)
+		p->mr_asked = key;
+	return err;
+}
+
+/*
+ * Takes the answer to the MR_REQ in flight (key p->mr_asked) and maps it
+ * into a cache slot (*rmr_p); waits for it (up to the socket's timeout)
+ * only if may_wait. -EINPROGRESS: not there yet, still due.
+ */
+static int srn_mr_take(struct srn_peer *p, bool may_wait,
+		       struct srn_rmr **rmr_p)
+{
+	struct pollfd pf = { .fd = p->conn.fd, .events = POLLIN };
 	struct srn_ctl_mr_rep rep;
 	int fds[SRN_CTL_MAX_FDS];
 	unsigned nfds = SRN_CTL_MAX_FDS;
@@ -118,15 +139,15 @@ int srn_shm_mr_fetch(struct srn_peer *p, uint32_t key, struct srn_rmr **rmr_p)
 	ssize_t n;
 	int err;
 
-	if (srn_in_progress_thread)
-		return -EAGAIN;
-	err = srn_ctl_sendmsg(p->conn.fd, &req, sizeof(req), NULL, 0);
-	if (err)
-		return err;
+	if (!may_wait && poll(&pf, 1, 0) != 1)
+		return -EINPROGRESS;
 	n = srn_ctl_recvmsg(p->conn.fd, &rep, sizeof(rep), fds, &nfds);
+	if (n == -ETIMEDOUT || n == -EINTR)
+		return -EINPROGRESS;
 	if (n < 0)
 		return (int)n;
-	err = srn_rep_check(&rep, n, key, nfds);
+	err = srn_rep_check(&rep, n, p->mr_asked, nfds);
+	p->mr_asked = 0;
 	m = &p->rmr[p->rmr_next++ % SRN_RMR_CACHE];
 	srn_rmr_unmap(m);
 	if (!err)
@@ -137,4 +158,32 @@ int srn_shm_mr_fetch(struct srn_peer *p, uint32_t key, struct srn_rmr **rmr_p)
 		err = -EACCES; /* not there, or not shared with peers */
 	*rmr_p = m;
 	return err;
+}
+
+/*
+ * Asks the target for the memory behind key and maps it. An application
+ * thread waits for the answer (the target's progress thread gives it
+ * without waiting for anyone); the progress thread never waits for a peer:
+ * it asks and returns -EAGAIN (the requester stalls FETCH), and the
+ * answer's arrival triggers its next retry (srn_shm_on_conn), which takes
+ * it here. One MR_REQ in flight at a time, under sq_lock.
+ */
+int srn_shm_mr_fetch(struct srn_peer *p, uint32_t key, struct srn_rmr **rmr_p)
+{
+	bool may_wait = !srn_in_progress_thread;
+	uint32_t asked = p->mr_asked;
+	int err;
+
+	if (asked) { /* the answer to an earlier question comes first */
+		err = srn_mr_take(p, may_wait, rmr_p);
+		if (err == -EINPROGRESS)
+			return may_wait ? -ETIMEDOUT : -EAGAIN;
+		if (asked == key)
+			return err;
+	}
+	err = srn_mr_ask(p, key);
+	if (err || !may_wait)
+		return err ? err : -EAGAIN;
+	err = srn_mr_take(p, true, rmr_p);
+	return err == -EINPROGRESS ? -ETIMEDOUT : err;
 }

@@ -2,7 +2,9 @@
 /*
  * softrnic — the same-host transport.
  *
- * At RTR the initiator maps the target QP's segments (ctl.c). From then on
+ * At RTR the initiator maps the target QP's segments (shm_ctl.c), or, if
+ * the target is not at RTR yet, when it is (the connection stays pending
+ * and the send queue stalls "peer not ready" meanwhile). From then on
  * every operation is executed by the initiator itself, at doorbell time:
  * RDMA WRITE/READ and atomics are loads and stores into the target's
  * registered memory mapped here; SEND takes the target's next receive WQE
@@ -251,6 +253,25 @@ static int srn_shm_atomic(struct srn_qp *qp, struct srn_peer *p,
 	return 0;
 }
 
+/* The target has not let us in yet: ask again (srn_shm_ctl_retry). Until
+ * it does, a device's requests would go unanswered: the stall counts
+ * retry_cnt x timeout, then RETRY_EXC_ERR, from whichever thread retries. */
+static int srn_shm_pending(struct srn_peer *p, enum ibv_wc_status *status,
+			   enum srn_stall *stall)
+{
+	int err = srn_shm_ctl_retry(p);
+
+	if (err == -EAGAIN) {
+		*stall = SRN_STALL_NOT_READY;
+		return -EAGAIN;
+	}
+	if (err) {
+		*status = IBV_WC_RETRY_EXC_ERR;
+		return 0;
+	}
+	return 1; /* up: go on */
+}
+
 static int srn_shm_execute(struct srn_qp *qp, const struct srn_swqe *w,
 			   enum ibv_wc_status *status, enum srn_stall *stall)
 {
@@ -266,6 +287,13 @@ static int srn_shm_execute(struct srn_qp *qp, const struct srn_swqe *w,
 	case SRN_PEER_DEAD:
 		*status = IBV_WC_RETRY_EXC_ERR;
 		return 0;
+	}
+	/* relaxed: written under sq_lock, which we hold (srn_shm_up) */
+	if (srn_unlikely(!atomic_load_explicit(&p->up, memory_order_relaxed))) {
+		int rc = srn_shm_pending(p, status, stall);
+
+		if (rc <= 0)
+			return rc;
 	}
 	/* acquire: pairs with the release in srn_qp_set_state */
 	tst = __atomic_load_n(&p->tqp->state, __ATOMIC_ACQUIRE);
@@ -310,12 +338,16 @@ static void srn_peer_free(struct srn_peer *p)
 	free(p);
 }
 
-/* Progress thread: the target's end of the connection hung up. */
+/* Progress thread: the target's end of the connection hung up. Before the
+ * handshake, that is no death of a peer: a device would only time out. */
 static void srn_shm_on_hup(struct srn_pollable *pl, uint32_t events)
 {
 	struct srn_peer *p = pl->priv;
 	struct srn_ctl_hdr h;
-	unsigned how = SRN_PEER_DEAD;
+	/* acquire: pairs with the release in srn_shm_up */
+	unsigned how = atomic_load_explicit(&p->up, memory_order_acquire) ?
+			       SRN_PEER_DEAD :
+			       SRN_PEER_CLOSED;
 
 	while (recv(pl->fd, &h, sizeof(h), MSG_DONTWAIT) >= (ssize_t)sizeof(h))
 		if (h.magic == SRN_CTL_MAGIC && h.type == SRN_CTL_BYE)
@@ -330,6 +362,18 @@ static void srn_shm_on_hup(struct srn_pollable *pl, uint32_t events)
 	} else {
 		srn_progress_request_retry(); /* what waits times out */
 	}
+}
+
+/* Progress thread: the control connection to the target has news. Data
+ * (edge-triggered EPOLLIN) is an answer to CONNECT_REQ or MR_REQ that the
+ * retry of stalled send queues may be waiting for (srn_shm_ctl_retry,
+ * srn_shm_mr_fetch): let it run. */
+static void srn_shm_on_conn(struct srn_pollable *pl, uint32_t events)
+{
+	if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+		srn_shm_on_hup(pl, events);
+	else
+		srn_progress_request_retry();
 }
 
 static int srn_shm_connect(struct srn_qp *qp, const struct ibv_qp_attr *attr)
@@ -347,9 +391,10 @@ static int srn_shm_connect(struct srn_qp *qp, const struct ibv_qp_attr *attr)
 		srn_peer_free(p);
 		return err;
 	}
-	p->conn.fn = srn_shm_on_hup;
+	p->conn.fn = srn_shm_on_conn;
 	p->conn.priv = p;
-	err = srn_progress_add(&p->conn, EPOLLRDHUP);
+	/* the target's answers wake the progress thread (srn_shm_on_conn) */
+	err = srn_progress_add(&p->conn, EPOLLRDHUP | EPOLLIN | EPOLLET);
 	if (err) {
 		srn_peer_free(p);
 		return err;
@@ -374,7 +419,12 @@ static const char *srn_shm_describe(struct srn_qp *qp)
 {
 	struct srn_peer *p = qp->tpriv;
 
-	return p ? p->desc : "shm (not connected)";
+	if (!p)
+		return "shm (not connected)";
+	/* acquire: pairs with the release in srn_shm_up (desc is written) */
+	return atomic_load_explicit(&p->up, memory_order_acquire) ?
+		       p->desc :
+		       p->desc_wait;
 }
 
 /* Same host only: the peer's GID is one of this host's. */

@@ -1,0 +1,137 @@
+#!/bin/bash
+# Same-host attacks on a live QP's control socket (docs/security.md): a
+# legitimate pair (ib_write_bw server and client over softrnic's shared
+# memory, as root) runs; the server's QP is the victim. ctl_attacker then
+#   (a) as nobody, claims the legitimate client's QPN (CONNECT_REQ + MR_REQ)
+#   (b) as root, claims the client's QPN, which it does not own
+#   (c) as root, claims a QPN it owns (it listens on that QPN's socket
+#       itself) that is not the victim's dest QPN
+#   (d) as root, asks for the victim's MR (MR_REQ) without any CONNECT_REQ
+# Each must receive no fd at all. Then the pair must finish normally (exit
+# 0, result printed) and the victim's QP must never have left RTR/RTS.
+#   ctl_attack.sh ATTACKER SOFTRNIC_TOOL     (ctest security_ctl)
+# SOFTRNIC_LIB_DIR: the libibverbs.so.1 to attack (default build/lib);
+# CTL_ATTACK_VERSION: the protocol version the attacker writes (default
+# this tree's; 1 for a library older than ADOPT v2).
+# Exit 77 (skip) when not root, or setpriv / perftest are missing.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+attacker=${1:?usage: ctl_attack.sh ATTACKER SOFTRNIC_TOOL}
+tool=${2:?usage: ctl_attack.sh ATTACKER SOFTRNIC_TOOL}
+lib=${SOFTRNIC_LIB_DIR:-$here/../../build/lib}
+[ "$(id -u)" = 0 ] || { echo "skip: needs root (to run as nobody)"; exit 77; }
+command -v setpriv >/dev/null || { echo "skip: no setpriv"; exit 77; }
+command -v stdbuf >/dev/null || { echo "skip: no stdbuf"; exit 77; }
+command -v ib_write_bw >/dev/null || { echo "skip: perftest not installed"; exit 77; }
+id nobody >/dev/null 2>&1 || { echo "skip: no user nobody"; exit 77; }
+group=$(id -gn nobody)
+
+work=$(mktemp -d)
+chmod 755 "$work"
+stamp=$work/stamp
+touch "$stamp"
+port=$((19000 + $$ % 1000))
+spid= cpid=
+cleanup() {
+	for p in $spid $cpid; do
+		kill -9 "$p" 2>/dev/null
+		wait "$p" 2>/dev/null
+	done
+	# /dev/shm: whatever appeared during the test and nobody has open
+	find /dev/shm -maxdepth 1 -newer "$stamp" ! -path /dev/shm 2>/dev/null |
+		while read -r f; do
+			fuser -s "$f" 2>/dev/null || rm -rf -- "$f"
+		done
+	rm -rf "$work"
+}
+trap cleanup EXIT
+# nobody must be able to run the attacker wherever the build tree is
+cp "$attacker" "$work/ctl_attacker" && chmod 755 "$work/ctl_attacker"
+attacker=$work/ctl_attacker
+
+fails=0
+check() { # name, condition result (0 ok), detail
+	if [ "$2" = 0 ]; then
+		echo "ok   $1"
+	else
+		echo "FAIL $1: $3"
+		fails=$((fails + 1))
+	fi
+}
+
+run_bw() { # out, [server address]
+	env LD_LIBRARY_PATH="$lib" SOFTRNIC_TRANSPORT=shm \
+		timeout 60 stdbuf -oL ib_write_bw -d softrnic0 -x 0 -p $port -D 8 "${@:2}" \
+		>"$1" 2>&1
+}
+run_bw "$work/server.out" &
+spid=$!
+sleep 0.3
+run_bw "$work/client.out" 127.0.0.1 &
+cpid=$!
+for _ in $(seq 1 100); do # both addresses printed: connected
+	grep -q "remote address" "$work/server.out" 2>/dev/null && break
+	sleep 0.05
+done
+line() { sed -n "s/.*$1 address:.*QPN \(0x[0-9a-f]*\).*RKey \(0x[0-9a-f]*\).*/\1 \2/p" \
+	"$work/server.out" | head -1; }
+read -r victim rkey <<<"$(line local)"
+read -r peer _ <<<"$(line remote)"
+if [ -z "${victim:-}" ] || [ -z "${peer:-}" ]; then
+	echo "FAIL: the legitimate pair did not connect"
+	cat "$work/server.out" "$work/client.out"
+	exit 1
+fi
+echo "victim: ib_write_bw server QP $victim (rkey $rkey), its peer QP $peer"
+"$tool" stat | grep -E "^QPN|^$victim|^$peer"
+
+attack() { # name, expected text, [setpriv...] --, attacker args
+	local name=$1 want=$2 out=$work/attack.out rc
+	shift 2
+	local pre=()
+	while [ "$1" != -- ]; do pre+=("$1"); shift; done
+	shift
+	"${pre[@]}" "$attacker" "$@" ${CTL_ATTACK_VERSION:+-V $CTL_ATTACK_VERSION} \
+		>"$out" 2>&1
+	rc=$?
+	sed 's/^/     /' "$out"
+	[ $rc = 0 ] && grep -q "fds received: 0" "$out" && grep -q "$want" "$out"
+	check "$name" $? "exit $rc, expected 0 fds and '$want'"
+}
+
+attack "(a) nobody claiming the peer's QPN: refused at accept" \
+	"closed by the victim\|send failed" \
+	setpriv --reuid=nobody --regid="$group" --clear-groups -- \
+	"$victim" -c "$peer" -k "$rkey"
+attack "(b) root claiming a QPN it does not own: refused" \
+	"status -1 (Operation not permitted)" \
+	env -- "$victim" -c "$peer" -k "$rkey"
+own=$(printf '0x%06x' $((0x100000 + (RANDOM << 4) + $$ % 16)))
+attack "(c) root claiming its own QPN $own, not the victim's peer: refused" \
+	"status -1 (Operation not permitted)" \
+	env -- "$victim" -c "$own" -o -k "$rkey"
+attack "(d) MR_REQ without CONNECT_REQ: connection closed" \
+	"MR_REQ: connection closed by the victim" \
+	env -- "$victim" -k "$rkey"
+
+st=$("$tool" stat | awk -v q="$victim" '$1 == q { print $3 }')
+[ "$st" = RTR ] || [ "$st" = RTS ]
+check "the victim's QP is still connected after the attacks" $? "state '$st'"
+
+wait $cpid
+crc=$?
+wait $spid
+src=$?
+cpid= spid=
+grep -q "BW average" "$work/client.out" && [ $crc = 0 ] && [ $src = 0 ]
+check "the legitimate pair finished (exit $src/$crc, result printed)" $? \
+	"$(tail -n 5 "$work/server.out" "$work/client.out")"
+! grep -q "died\|RTS -> ERR\|RTR -> ERR\|error:" "$work/server.out" "$work/client.out"
+check "no QP of the pair went to ERR" $? \
+	"$(grep "died\|ERR\|error:" "$work/server.out" "$work/client.out")"
+grep -q "refused" "$work/server.out"
+check "the victim logged the refusal" $? "$(grep softrnic "$work/server.out")"
+grep "BW average" -A1 "$work/client.out" | tail -1
+
+[ $fails = 0 ] && echo "ctl_attack: all checks passed"
+exit $fails
