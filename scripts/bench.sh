@@ -173,5 +173,7 @@ if [ "$(id -u)" = 0 ] && [ "${SOFTRNIC_BENCH_TCP:-1}" = 1 ]; then
 fi
 # the analysis of the figures, kept by hand in step with them
 [ -f docs/bench-analysis.md ] && cat docs/bench-analysis.md >>"$out/md"
+# the last A/B of two builds (scripts/bench-ab.sh), with its own command
+[ -f docs/bench-ab.md ] && { echo; cat docs/bench-ab.md; } >>"$out/md"
 cp "$out/md" docs/BENCHMARKS.md
 cat docs/BENCHMARKS.md

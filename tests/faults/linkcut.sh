@@ -15,32 +15,9 @@ tool=$(dirname "$lib")/bin/softrnic
 [ "$(id -u)" = 0 ] || { echo "skip: needs root for network namespaces"; exit 77; }
 command -v ib_write_bw >/dev/null || { echo "skip: perftest not installed"; exit 77; }
 p=srncut$$
-A=${p}a B=${p}b S=${p}s
-cleanup() {
-	for ns in $A $B $S; do
-		ip netns pids $ns 2>/dev/null | xargs -r kill -9 2>/dev/null
-		ip netns del $ns 2>/dev/null
-	done
-}
-trap cleanup EXIT
-ip netns add $S 2>/dev/null || { echo "skip: cannot create namespaces"; exit 77; }
-ip -n $S link add br0 type bridge && ip -n $S link set br0 up
-n=1
-for ns in $A $B; do
-	ip netns add $ns
-	ip link add v$p$n type veth peer name w$p$n
-	ip link set v$p$n netns $ns
-	ip link set w$p$n netns $S
-	ip -n $S link set w$p$n master br0 up
-	ip -n $ns addr add 198.51.100.$n/24 dev v$p$n
-	ip -n $ns link set v$p$n up
-	ip -n $ns link set lo up
-	n=$((n + 1))
-done
-fails=0
-check() {
-	if [ "$2" = 0 ]; then echo "ok   $1"; else echo "FAIL $1: $3"; fails=$((fails + 1)); fi
-}
+A=${p}a B=${p}b
+. "$here/../lib/hosts.sh"
+hosts_up $p $A $B || { echo "skip: cannot create namespaces"; exit 77; }
 now() { date +%s.%N; }
 out=$(mktemp -d)
 ip netns exec $A env LD_LIBRARY_PATH="$lib" SOFTRNIC_IP=198.51.100.1 \
@@ -59,7 +36,7 @@ done
 check "the pair runs (server QP $qp in RTR)" "$([ -n "$qp" ]; echo $?)" "no QP"
 sleep 1.5
 t0=$(now)
-ip -n $S link set br0 down # silent: frames just stop
+hosts_cut $p # silent: frames just stop
 wait $cli
 rc=$?
 tc=$(awk -v a="$(now)" -v b="$t0" 'BEGIN {printf "%.1f", a - b}')

@@ -1,17 +1,31 @@
 #!/bin/bash
-# Builds the wire-parser fuzzer with clang's libFuzzer (+ASan, UBSan) and
-# runs it for SECONDS (default 30) from the seed corpus. 77 = no libFuzzer.
-#   run_fuzz.sh [SECONDS]
+# Builds one of softrnic's libFuzzer targets with clang (libFuzzer, ASan,
+# UBSan) and runs it for SECONDS (default 30) from its seed corpus
+# (corpus_TARGET/). 77 = no clang or no libFuzzer runtime.
+#   run_fuzz.sh SECONDS TARGET
+# TARGET
+#   wire  fuzz_wire.c: the TCP wire parser, cut at arbitrary points
+#   ctl   fuzz_ctl.c: the control socket's message classifier
+#   tcp   fuzz_tcp.c: whole connections to the TCP listener, against the
+#         whole library (every source file is compiled in)
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 src=$here/../../src
 secs=${1:-30}
+target=${2:-wire}
+case $target in
+wire) srcs=("$src/transport/tcp/wire.c") len=4096 env=() ;;
+ctl) srcs=() len=1024 env=() ;;
+tcp) mapfile -t srcs < <(find "$src" -name '*.c' | sort)
+	len=16384 env=(ASAN_OPTIONS=detect_leaks=0) ;;
+*) echo "run_fuzz.sh: unknown target $target" >&2; exit 2 ;;
+esac
 command -v clang >/dev/null || { echo "skip: clang not installed"; exit 77; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 if ! clang -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined \
-	-fno-sanitize-recover=all -I"$src" "$here/fuzz_wire.c" "$src/transport/tcp/wire.c" \
-	-o "$work/fuzz_wire" 2>"$work/cc.log"; then
+	-fno-sanitize-recover=all -I"$src" "$here/fuzz_$target.c" \
+	"${srcs[@]}" -lpthread -o "$work/fuzz" 2>"$work/cc.log"; then
 	if grep -q -i 'libclang_rt.fuzzer\|cannot find.*fuzzer' "$work/cc.log"; then
 		echo "skip: libFuzzer runtime missing (libclang-rt-14-dev)"
 		exit 77
@@ -20,9 +34,11 @@ if ! clang -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined \
 	exit 1
 fi
 mkdir -p "$work/corpus"
-cp "$here"/corpus/* "$work/corpus/"
-"$work/fuzz_wire" -max_total_time="$secs" -max_len=4096 -print_final_stats=1 \
+cp "$here/corpus_$target"/* "$work/corpus/"
+# a crash leaves its input in the working directory (crash-*)
+env "${env[@]}" "$work/fuzz" -max_total_time="$secs" -max_len=$len \
+	-timeout=10 -print_final_stats=1 -artifact_prefix="$PWD/" \
 	"$work/corpus" 2>&1 | tail -15
 rc=${PIPESTATUS[0]}
-[ $rc = 0 ] && echo "fuzz: no crash in ${secs}s"
+[ $rc = 0 ] && echo "fuzz_$target: no crash in ${secs}s"
 exit $rc

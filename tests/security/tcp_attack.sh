@@ -20,36 +20,13 @@ att=$here/wire_attacker.py
 [ "$(id -u)" = 0 ] || { echo "skip: needs root for network namespaces"; exit 77; }
 command -v ibv_rc_pingpong >/dev/null || { echo "skip: ibverbs-utils missing"; exit 77; }
 p=srnatk$$
-A=${p}a B=${p}b C=${p}c S=${p}s
-cleanup() {
-	for ns in $A $B $C $S; do
-		ip netns pids $ns 2>/dev/null | xargs -r kill -9 2>/dev/null
-		ip netns del $ns 2>/dev/null
-	done
-}
-trap cleanup EXIT
-ip netns add $S 2>/dev/null || { echo "skip: cannot create namespaces"; exit 77; }
-ip -n $S link add br0 type bridge && ip -n $S link set br0 up
-n=1
-for ns in $A $B $C; do
-	ip netns add $ns
-	ip link add v$p$n type veth peer name w$p$n
-	ip link set v$p$n netns $ns
-	ip link set w$p$n netns $S
-	ip -n $S link set w$p$n master br0 up
-	ip -n $ns addr add 198.51.100.$n/24 dev v$p$n
-	ip -n $ns link set v$p$n up
-	ip -n $ns link set lo up
-	n=$((n + 1))
-done
+A=${p}a B=${p}b C=${p}c
+. "$here/../lib/hosts.sh"
+hosts_up $p $A $B $C || { echo "skip: cannot create namespaces"; exit 77; }
 run() { # ns ip cmd...
 	local ns=$1 ip=$2
 	shift 2
 	ip netns exec $ns env LD_LIBRARY_PATH="$lib" SOFTRNIC_IP=$ip "$@"
-}
-fails=0
-check() { # name, 0 = ok, detail
-	if [ "$2" = 0 ]; then echo "ok   $1"; else echo "FAIL $1: $3"; fails=$((fails + 1)); fi
 }
 
 out=$(mktemp -d)
