@@ -132,8 +132,7 @@ void side_info(const struct side *s, struct peer_info *pi)
 	ibv_query_gid(s->ctx, 1, 0, &pi->gid);
 }
 
-int side_connect(struct side *s, const struct peer_info *peer,
-		 const struct side_opts *o)
+int side_init(struct side *s, const struct side_opts *o)
 {
 	struct ibv_qp_attr a;
 
@@ -141,10 +140,24 @@ int side_connect(struct side *s, const struct peer_info *peer,
 	a.qp_state = IBV_QPS_INIT;
 	a.port_num = 1;
 	a.qp_access_flags = o->qp_access;
-	if (ibv_modify_qp(s->qp, &a,
-			  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-				  IBV_QP_ACCESS_FLAGS))
-		return -1;
+	return ibv_modify_qp(s->qp, &a,
+			     IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				     IBV_QP_ACCESS_FLAGS) ?
+		       -1 :
+		       0;
+}
+
+int side_connect(struct side *s, const struct peer_info *peer,
+		 const struct side_opts *o)
+{
+	return side_init(s, o) ? -1 : side_rtr_rts(s, peer, o);
+}
+
+int side_rtr_rts(struct side *s, const struct peer_info *peer,
+		 const struct side_opts *o)
+{
+	struct ibv_qp_attr a;
+
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTR;
 	a.path_mtu = IBV_MTU_4096;

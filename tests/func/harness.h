@@ -87,6 +87,10 @@ void side_opts_default(struct side_opts *o);
 int side_open(struct side *s, const struct side_opts *o);
 int side_connect(struct side *s, const struct peer_info *peer,
 		 const struct side_opts *o);
+/* side_connect in two steps: RESET -> INIT, then INIT -> RTR -> RTS. */
+int side_init(struct side *s, const struct side_opts *o);
+int side_rtr_rts(struct side *s, const struct peer_info *peer,
+		 const struct side_opts *o);
 void side_info(const struct side *s, struct peer_info *pi);
 void side_close(struct side *s);
 /* Opens s and connects it to the other role through c. */

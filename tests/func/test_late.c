@@ -55,50 +55,6 @@ static void scen_opts(enum scen s, struct side_opts *o, bool target)
 	}
 }
 
-static int to_init(struct side *s, const struct side_opts *o)
-{
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT,
-				 .port_num = 1,
-				 .qp_access_flags = o->qp_access };
-
-	return ibv_modify_qp(s->qp, &a,
-			     IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-				     IBV_QP_ACCESS_FLAGS);
-}
-
-static int to_rtr_rts(struct side *s, const struct peer_info *p,
-		      const struct side_opts *o)
-{
-	struct ibv_qp_attr a;
-
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_4096;
-	a.dest_qp_num = p->qpn;
-	a.max_dest_rd_atomic = 16;
-	a.min_rnr_timer = o->min_rnr_timer;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.grh.dgid = p->gid;
-	a.ah_attr.grh.hop_limit = 64;
-	a.ah_attr.port_num = 1;
-	if (ibv_modify_qp(s->qp, &a,
-			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-				  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-				  IBV_QP_MAX_DEST_RD_ATOMIC |
-				  IBV_QP_MIN_RNR_TIMER))
-		return -1;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = o->timeout;
-	a.retry_cnt = o->retry_cnt;
-	a.rnr_retry = o->rnr_retry;
-	a.max_rd_atomic = 16;
-	return ibv_modify_qp(s->qp, &a,
-			     IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-				     IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-				     IBV_QP_MAX_QP_RD_ATOMIC);
-}
-
 /* Opens s and exchanges the QP numbers; no state change yet. */
 static int open_swap(struct side *s, const struct side_opts *o, struct chan *c,
 		     struct peer_info *peer)
@@ -172,7 +128,7 @@ static int initiator(struct chan *c, void *arg)
 	scen_opts(sc, &o, false);
 	REQUIRE(!open_swap(&s, &o, c, &p), "setup");
 	chan_barrier(c); /* the target is at INIT */
-	REQUIRE(!to_init(&s, &o) && !to_rtr_rts(&s, &p, &o),
+	REQUIRE(!side_init(&s, &o) && !side_rtr_rts(&s, &p, &o),
 		"RTR/RTS must not wait for the target");
 	memset(s.buf, 0xa5, 4096);
 	/* the WRITE first: once the target sees the SEND, both are placed */
@@ -208,12 +164,12 @@ static int target(struct chan *c, void *arg)
 
 	scen_opts(sc, &o, true);
 	REQUIRE(!open_swap(&s, &o, c, &p), "setup");
-	REQUIRE(!to_init(&s, &o), "INIT");
+	REQUIRE(!side_init(&s, &o), "INIT");
 	REQUIRE(!post_recv1(s.qp, s.buf, 4096, s.mr->lkey, 7), "post_recv");
 	chan_barrier(c); /* at INIT */
 	if (scen_late(sc)) {
 		chan_barrier(c); /* the initiator posted 0.2 s ago */
-		REQUIRE(!to_rtr_rts(&s, &p, &o), "RTR/RTS");
+		REQUIRE(!side_rtr_rts(&s, &p, &o), "RTR/RTS");
 		CHECK(!poll_one(s.cq, &wc, T) && wc.status == IBV_WC_SUCCESS &&
 			      wc.wr_id == 7 && wc.byte_len == 256,
 		      "receive: %s", ibv_wc_status_str(wc.status));
