@@ -100,7 +100,7 @@ attack() { # name, expected text, [setpriv...] --, attacker args
 }
 
 attack "(a) nobody claiming the peer's QPN: refused at accept" \
-	"closed by the victim\|send failed" \
+	"closed by the victim\|reset by the victim\|send failed" \
 	setpriv --reuid=nobody --regid="$group" --clear-groups -- \
 	"$victim" -c "$peer" -k "$rkey"
 attack "(b) root claiming a QPN it does not own: refused" \

@@ -96,8 +96,9 @@ static int read_answer(int fd, const char *what, unsigned *fds_total)
 	*fds_total += nfds;
 	if (n <= 0) {
 		printf("%s: %s\n", what,
-		       n == 0 ? "connection closed by the victim" :
-				"no answer (timeout or reset)");
+		       n == 0		   ? "connection closed by the victim" :
+		       errno == ECONNRESET ? "connection reset by the victim" :
+					     "no answer (timeout)");
 		return -1;
 	}
 	if ((size_t)n < sizeof(*h) || h->magic != SRN_CTL_MAGIC) {
