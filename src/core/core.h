@@ -248,7 +248,6 @@ int srn_cq_create(struct ibv_context *context, int cqe, void *cq_context,
 		  struct srn_cq **cq_p);
 int srn_cq_del(struct srn_cq *cq);
 void srn_cq_destroy(struct srn_cq *cq);
-int srn_cq_drain(struct srn_cq *cq, int ne, struct ibv_wc *wc);
 bool srn_cq_repair(struct srn_cq *cq);
 void srn_cq_arm(struct srn_cq *cq, bool solicited_only);
 void srn_cq_check_overflow(struct srn_cq *cq);

@@ -152,23 +152,6 @@ int srn_cq_post(struct srn_cq_view *v, const struct srn_cqe *cqe)
 	return 0;
 }
 
-static void srn_cqe_to_wc(const struct srn_cqe *c, struct ibv_wc *wc)
-{
-	wc->wr_id = c->wr_id;
-	wc->status = c->status;
-	wc->opcode = c->opcode;
-	wc->vendor_err = c->vendor_err;
-	wc->byte_len = c->byte_len;
-	wc->imm_data = c->imm_data;
-	wc->qp_num = c->qp_num;
-	wc->src_qp = c->src_qp;
-	wc->wc_flags = c->wc_flags;
-	wc->pkey_index = c->pkey_index;
-	wc->slid = c->slid;
-	wc->sl = c->sl;
-	wc->dlid_path_bits = c->dlid_path_bits;
-}
-
 void srn_cq_check_overflow(struct srn_cq *cq)
 {
 	struct ibv_async_event ev;
@@ -184,27 +167,6 @@ void srn_cq_check_overflow(struct srn_cq *cq)
 	ev.element.cq = (struct ibv_cq *)&cq->ibcq;
 	ev.event_type = IBV_EVENT_CQ_ERR;
 	srn_async_event_post(cq->ctx, &ev);
-}
-
-int srn_cq_drain(struct srn_cq *cq, int ne, struct ibv_wc *wc)
-{
-	int n = 0;
-
-	srn_lock(&cq->lock);
-	for (; n < ne; n++) {
-		const struct srn_cqe *c = &cq->ring[cq->cons & cq->mask];
-
-		/* acquire: pairs with the release in srn_cq_post */
-		if (__atomic_load_n(&c->owner_seq, __ATOMIC_ACQUIRE) !=
-		    (uint32_t)(cq->cons + 1))
-			break;
-		srn_cqe_to_wc(c, &wc[n]);
-		cq->cons++;
-	}
-	if (n) /* release: pairs with the acquire in srn_cq_post */
-		__atomic_store_n(&cq->shm->cons, cq->cons, __ATOMIC_RELEASE);
-	srn_unlock(&cq->lock);
-	return n;
 }
 
 #define SRN_CQ_REPAIR_NS 50000000ull /* 50 ms */
@@ -234,7 +196,7 @@ bool srn_cq_repair(struct srn_cq *cq)
 		__atomic_load_n(&cq->repair_after_ns, __ATOMIC_RELAXED);
 	bool skipped = false;
 
-	if (srn_likely(!after) || srn_now_ns() < after)
+	if (!after || srn_now_ns() < after)
 		return false;
 	srn_lock(&cq->lock);
 	/* acquire: pairs with the CAS of prod in srn_cq_post, then with the

@@ -78,7 +78,16 @@ void srn_progress_ctx_del(struct srn_context *ctx);
 void srn_progress_atfork_child(void);
 void srn_progress_request_retry(void);
 void srn_progress_poll_once(void);
-bool srn_progress_has_data(void);
+/* Are there links in the data set, that a polling application should
+ * receive from (srn_progress_poll_once)? A hint, without the lock. */
+extern atomic_uint srn_progress_data_links;
+static inline bool srn_progress_has_data(void)
+{
+	/* relaxed: a hint, written by srn_progress_ndata in progress.c
+	 * under the progress lock; no data is published with it */
+	return atomic_load_explicit(&srn_progress_data_links,
+				    memory_order_relaxed) != 0;
+}
 int srn_progress_mod(struct srn_pollable *p, uint32_t events);
 struct srn_qp *srn_progress_find_qp(uint32_t qpn);
 

@@ -69,7 +69,6 @@ static struct {
 	struct srn_list ctxs;
 	struct srn_list live; /* pollables in an epoll set, data set first */
 	unsigned ndata; /* of them in the data set */
-	atomic_uint ndata_hint; /* ndata, read without the progress lock */
 	struct srn_list hooks; /* struct srn_progress_hooks */
 	struct srn_pollable kick, timer, data;
 } srn_prog = {
@@ -123,18 +122,12 @@ static void srn_progress_ndata(int delta)
 {
 	srn_prog.ndata += delta;
 	/* relaxed: a hint for srn_progress_has_data (no data is published) */
-	atomic_store_explicit(&srn_prog.ndata_hint, srn_prog.ndata,
+	atomic_store_explicit(&srn_progress_data_links, srn_prog.ndata,
 			      memory_order_relaxed);
 }
 
-/* Are there links in the data set, that a polling application should
- * receive from (srn_progress_poll_once)? A hint, without the lock. */
-bool srn_progress_has_data(void)
-{
-	/* relaxed: a hint (see srn_progress_ndata) */
-	return atomic_load_explicit(&srn_prog.ndata_hint,
-				    memory_order_relaxed) != 0;
-}
+/* The data set's size, read without the lock (srn_progress_has_data). */
+atomic_uint srn_progress_data_links;
 
 /*
  * Registers hooks (a transport, when the library is loaded: before any
@@ -667,7 +660,8 @@ void srn_progress_atfork_child(void)
 	srn_list_init(&srn_prog.live);
 	srn_prog.ndata = 0;
 	/* relaxed: in the child, one thread runs */
-	atomic_store_explicit(&srn_prog.ndata_hint, 0, memory_order_relaxed);
+	atomic_store_explicit(&srn_progress_data_links, 0,
+			      memory_order_relaxed);
 	srn_progress_close_fds();
 	srn_prog_lock_init();
 	pthread_mutex_init(&srn_prog.ref_lock, NULL);

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 
+#include "core/cq_poll.h"
 #include "engine/engine.h"
 #include "verbs/verbs.h"
 
@@ -63,7 +64,7 @@ static int srn_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc)
 	/* relaxed: a hint; srn_cq_check_overflow reads it with acquire */
 	if (srn_unlikely(__atomic_load_n(&cq->shm->overflow, __ATOMIC_RELAXED)))
 		srn_cq_check_overflow(cq);
-	if (n == 0 && srn_cq_repair(cq))
+	if (n == 0 && srn_cq_repair_due(cq) && srn_cq_repair(cq))
 		n = srn_cq_drain(cq, ne, wc);
 	return n;
 }
