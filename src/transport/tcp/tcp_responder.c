@@ -21,6 +21,7 @@
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -500,6 +501,27 @@ static void srn_tcp_accepted(int fd, uint32_t ipv4)
 		srn_tcp_link_free(c);
 }
 
+/* An fd kept in reserve (progress lock): out of fds, it is given up for
+ * a moment to accept a queued connection and close it at once, so the
+ * queue drains (each refused) instead of waiting for fds to free. */
+static int srn_tcp_spare_fd = -1;
+
+/* Out of fds: refuses the next queued connection with the spare fd. 0,
+ * or -errno when that was not possible either. */
+static int srn_tcp_refuse_one(int lfd)
+{
+	int fd;
+
+	if (srn_tcp_spare_fd < 0)
+		return -EMFILE;
+	close(srn_tcp_spare_fd);
+	fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	if (fd >= 0)
+		close(fd);
+	srn_tcp_spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	return fd >= 0 ? 0 : -errno;
+}
+
 /* The listener is readable: takes what is queued, a batch at a time. */
 static void srn_tcp_on_accept(struct srn_pollable *pl, uint32_t events)
 {
@@ -508,13 +530,16 @@ static void srn_tcp_on_accept(struct srn_pollable *pl, uint32_t events)
 		socklen_t n = sizeof(sa);
 		int fd = accept4(pl->fd, (struct sockaddr *)&sa, &n,
 				 SOCK_CLOEXEC | SOCK_NONBLOCK);
+		int err = fd < 0 ? errno : 0;
 
-		if (fd < 0) {
-			if (errno == EMFILE || errno == ENFILE ||
-			    errno == ENOBUFS || errno == ENOMEM)
-				srn_tcp_listen_pause(errno);
+		if ((err == EMFILE || err == ENFILE) &&
+		    !srn_tcp_refuse_one(pl->fd))
+			continue; /* out of fds: refused, look again */
+		if (err == EMFILE || err == ENFILE || err == ENOBUFS ||
+		    err == ENOMEM)
+			srn_tcp_listen_pause(err);
+		if (err)
 			return;
-		}
 		srn_tcp_accepted(fd, sa.sin_addr.s_addr);
 	}
 }
@@ -563,6 +588,8 @@ static void srn_tcp_listen_start(void)
 	}
 	srn_dbg("listening on TCP %s:%u", ip, srn_tcp_port());
 	srn_tcp_listener.fd = fd;
+	if (srn_tcp_spare_fd < 0)
+		srn_tcp_spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	srn_tcp_listener.fn = srn_tcp_on_accept;
 	if (srn_progress_add(&srn_tcp_listener, EPOLLIN)) {
 		close(fd);
@@ -578,6 +605,9 @@ static void srn_tcp_listen_stop(void)
 	close(srn_tcp_listener.fd);
 	srn_tcp_listener.fd = -1;
 	srn_tcp_listen_paused_until = 0;
+	if (srn_tcp_spare_fd >= 0)
+		close(srn_tcp_spare_fd);
+	srn_tcp_spare_fd = -1;
 }
 
 /* Our own responder may wait for the receives just posted to qp. */
