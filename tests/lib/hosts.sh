@@ -4,6 +4,7 @@
 #                           bridge (namespace PREFIXs); returns 77 when
 #                           namespaces cannot be made here
 #   hosts_cut PREFIX        takes the bridge down: a silent link cut
+#   host_alone NS ADDR...   one namespace, no link: lo up with ADDRs
 # check NAME STATUS DETAIL prints ok/FAIL and counts failures in $fails.
 
 fails=0
@@ -48,4 +49,16 @@ hosts_up() {
 
 hosts_cut() {
 	ip -n "${1}s" link set br0 down
+}
+
+host_alone() {
+	local ns=$1 a
+	shift
+	trap hosts_down EXIT
+	ip netns add "$ns" 2>/dev/null || return 77
+	hosts_ns+=("$ns")
+	ip -n "$ns" link set lo up
+	for a in "$@"; do
+		ip -n "$ns" addr add "$a/32" dev lo
+	done
 }

@@ -16,19 +16,8 @@ command -v ib_write_bw >/dev/null || { echo "skip: perftest not installed"; exit
 command -v prlimit >/dev/null || { echo "skip: prlimit missing"; exit 77; }
 ns=srnflood$$
 ip=198.51.100.9
-cleanup() {
-	ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null
-	ip netns del "$ns" 2>/dev/null
-}
-trap cleanup EXIT
-ip netns add "$ns" 2>/dev/null || { echo "skip: cannot create a namespace"; exit 77; }
-ip -n "$ns" link set lo up
-ip -n "$ns" addr add $ip/32 dev lo
-ip -n "$ns" addr add 198.51.100.10/32 dev lo
-fails=0
-check() {
-	if [ "$2" = 0 ]; then echo "ok   $1"; else echo "FAIL $1: $3"; fails=$((fails + 1)); fi
-}
+. "$here/../lib/hosts.sh"
+host_alone "$ns" $ip 198.51.100.10 || { echo "skip: cannot create a namespace"; exit 77; }
 cpu_ticks() { awk '{print $14 + $15}' /proc/$1/stat; }
 in_ns() { ip netns exec "$ns" env LD_LIBRARY_PATH="$lib" SOFTRNIC_IP=$ip "$@"; }
 

@@ -14,15 +14,8 @@ command -v ib_write_bw >/dev/null || { echo "skip: perftest not installed"; exit
 ns=srnlisten$$
 port=4791
 ip=198.51.100.7
-cleanup() {
-	ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null
-	ip netns del "$ns" 2>/dev/null
-}
-trap cleanup EXIT
-ip netns add "$ns" 2>/dev/null || { echo "skip: cannot create a namespace"; exit 77; }
-ip -n "$ns" link set lo up
-ip -n "$ns" addr add $ip/32 dev lo
-fails=0
+. "$here/../lib/hosts.sh"
+host_alone "$ns" $ip || { echo "skip: cannot create a namespace"; exit 77; }
 
 # Starts the server with the given environment, waits until it listens on
 # its own perftest port, prints softrnic's listening sockets, kills it.
@@ -45,14 +38,6 @@ listeners() {
 	done
 }
 
-check() { # name, condition result (0 ok), detail
-	if [ "$2" = 0 ]; then
-		echo "ok   $1"
-	else
-		echo "FAIL $1: $3"
-		fails=$((fails + 1))
-	fi
-}
 
 got=$(listeners /dev/null)
 [ "$got" = "$ip:$port" ]
