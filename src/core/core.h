@@ -344,17 +344,35 @@ struct srn_swqe {
 	uint32_t opcode;
 	uint32_t send_flags;
 	uint32_t num_sge;
-	uint32_t imm_data; /* network order */
+	uint32_t imm_data; /* network order; invalidate_rkey for *_INV */
 	uint64_t remote_addr;
 	uint32_t rkey;
 	uint32_t inline_len;
-	uint64_t compare_add;
-	uint64_t swap;
+	union { /* what the opcode or the QP type needs beyond the above */
+		struct { /* atomics */
+			uint64_t compare_add;
+			uint64_t swap;
+		};
+		struct { /* UD: ibv_send_wr.wr.ud */
+			struct ibv_ah *ah;
+			uint32_t remote_qpn;
+			uint32_t remote_qkey;
+		};
+		struct { /* BIND_MW (remote_addr, total_len, rkey: the
+			  * window's address, length and new rkey) */
+			struct ibv_mw *bind_mw;
+			struct ibv_mr *bind_mr;
+			uint32_t bind_access;
+			uint32_t bind_rsvd;
+		};
+	};
 	uint64_t total_len;
 	uint32_t psn; /* on the wire (transports that number requests) */
 	uint8_t done; /* under comp_lock: status is final */
 	uint8_t status; /* enum ibv_wc_status */
 	uint8_t rsvd[2];
+	uint32_t xrc_srqn; /* XRC INI: the target SRQ */
+	uint32_t rsvd2;
 	struct ibv_sge sge[]; /* max_sge; inline data follows */
 };
 
