@@ -32,11 +32,13 @@ install(TARGETS ${SOFTRNIC_INSTALL_LIBRARIES}
 	LIBRARY DESTINATION ${SOFTRNIC_INSTALL_PRIVATE_LIBDIR})
 install(TARGETS softrnic RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
-# Headers: <softrnic/softrnic.h> and the generated <softrnic/version.h>.
+# Headers: <softrnic/softrnic.h>, <softrnic/direct.h> and the generated
+# <softrnic/version.h>.
 set(SOFTRNIC_GENERATED_INCLUDE_DIR ${CMAKE_BINARY_DIR}/include)
 configure_file(${PROJECT_SOURCE_DIR}/include/softrnic/version.h.in
 	${SOFTRNIC_GENERATED_INCLUDE_DIR}/softrnic/version.h @ONLY)
 install(FILES ${PROJECT_SOURCE_DIR}/include/softrnic/softrnic.h
+	${PROJECT_SOURCE_DIR}/include/softrnic/direct.h
 	${SOFTRNIC_GENERATED_INCLUDE_DIR}/softrnic/version.h
 	DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/softrnic)
 

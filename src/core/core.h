@@ -163,6 +163,10 @@ struct srn_mr {
 	struct srn_memreg reg;
 };
 
+/* The owner lets same-host peers map the MR directly (SOFTRNIC_ACCESS_DIRECT
+ * of <softrnic/direct.h>: an optional access flag, ignored elsewhere). */
+#define SRN_ACCESS_DIRECT (IBV_ACCESS_OPTIONAL_FIRST << 9)
+
 /* What a key resolves to: a copy of its TPT entry, taken consistently. */
 struct srn_key_ref {
 	uint32_t key;

@@ -220,7 +220,8 @@ static struct ibv_mr *srn_reg_mr(struct ibv_pd *ibpd, void *addr, size_t length,
 	if (!mr)
 		goto fail;
 	mr->pd = to_spd(ibpd);
-	mr->access = access & ~IBV_ACCESS_OPTIONAL_RANGE;
+	/* optional flags are ignored, but for softrnic's own */
+	mr->access = access & ~(IBV_ACCESS_OPTIONAL_RANGE & ~SRN_ACCESS_DIRECT);
 	mr->iova = iova;
 	mr->ibmr.context = ibpd->context;
 	mr->ibmr.pd = ibpd;

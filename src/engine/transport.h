@@ -50,6 +50,14 @@ struct srn_transport_ops {
 	void (*query)(struct srn_qp *qp, struct ibv_qp_attr *attr);
 	/* A short description of the connection, for softrnic stat. */
 	const char *(*describe)(struct srn_qp *qp);
+	/* Optional (absent: the peer's memory cannot be mapped here): a
+	 * new mapping of the pages that hold [addr, addr + len) under rkey
+	 * at the peer, checked for need_access; the caller owns *map_p
+	 * (*map_len_p bytes, munmap) and addr is at *ptr_p in it. sq_lock
+	 * held. 0 or -errno (docs: <softrnic/direct.h>). */
+	int (*direct_map)(struct srn_qp *qp, uint64_t addr, uint32_t rkey,
+			  uint64_t len, unsigned need_access, void **map_p,
+			  size_t *map_len_p, void **ptr_p);
 
 	/* ---- called for every registered transport, connected or not ---- */
 	/* Optional: qp is being destroyed: drop the inbound links this

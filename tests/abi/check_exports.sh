@@ -12,7 +12,9 @@
 #     exported by ours, default-versioned, in the same node, of the same
 #     kind (FUNC/OBJECT; data objects also of the same size);
 #  3. ours exports nothing else, except ibv_register_driver@IBVERBS_1.1
-#     (a compat symbol the system library has as non-default @);
+#     (a compat symbol the system library has as non-default @) and
+#     softrnic's extensions (<softrnic/direct.h>) in their own root node
+#     SOFTRNIC_1.0, which must hold exactly those;
 #  4. every IBVERBS symbol and version node imported by the consumers
 #     (ibv_devinfo, ib_write_bw, libmlx5, libefa, librdmacm, ...) is
 #     provided by ours. Consumers that are not installed are skipped.
@@ -27,6 +29,8 @@ sys=$(readlink -f "$libdir/libibverbs.so.1")
 consumers="/usr/bin/ibv_devinfo /usr/bin/ib_write_bw /usr/bin/ibv_rc_pingpong
 	$libdir/libmlx5.so.1 $libdir/libefa.so.1 $libdir/librdmacm.so.1"
 extra_ok="ibv_register_driver@IBVERBS_1.1 FUNC"
+ext_node=SOFTRNIC_1.0
+ext_syms="srn_direct_map srn_direct_unmap"
 fail=0
 
 [ -r "$sys" ] || { echo "SKIP: no system $libdir/libibverbs.so.1"; exit 77; }
@@ -108,7 +112,12 @@ verneeds() {
 
 # 1. version nodes and SONAME
 sys_nodes=$(verdefs "$sys")
-our_nodes=$(verdefs "$ours")
+all_nodes=$(verdefs "$ours")
+our_nodes=$(grep -v "^$ext_node " <<<"$all_nodes")
+[ "$(grep "^$ext_node " <<<"$all_nodes")" = "$ext_node -" ] ||
+	report "softrnic's extension node is missing or not a root node" \
+		"$(grep "^$ext_node" <<<"$all_nodes")"
+
 report "version nodes differ from the system library (< system, > ours):" \
 	"$(diff <(echo "$sys_nodes") <(echo "$our_nodes") | grep '^[<>]')"
 n_nodes=$(grep -c . <<<"$our_nodes")
@@ -119,7 +128,12 @@ soname=$(readelf -d -W "$ours" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 
 # 2. and 3. the export table
 sys_defs=$(defined "$sys")
-our_defs=$(defined "$ours")
+all_defs=$(defined "$ours")
+our_defs=$(grep -v "@$ext_node " <<<"$all_defs")
+ext_have=$(grep "@$ext_node " <<<"$all_defs" | awk '{ print $1, $2, $4 }')
+ext_want=$(for f in $ext_syms; do echo "$f@$ext_node FUNC @@"; done)
+report "softrnic's extension node differs (< wanted, > ours):" \
+	"$(diff <(sort <<<"$ext_want") <(sort <<<"$ext_have") | grep '^[<>]')"
 want=$( (awk '$4 == "@@" { print $1, $2, $3 }' <<<"$sys_defs"
 	echo "$extra_ok -") | sort -u)
 have=$(awk '{ print $1, $2, $3 }' <<<"$our_defs" | sort -u)

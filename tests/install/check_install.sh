@@ -103,4 +103,12 @@ echo "pkg-config --cflags --libs softrnic: $flags"
 cc -o "$work/hello" "$here/hello_softrnic.c" $flags || fail "build with softrnic.pc"
 env -u LD_LIBRARY_PATH "$work/hello" || fail "hello_softrnic found no softrnic0"
 ok "a program built with softrnic.pc runs on softrnic0 without softrnic exec"
+# The direct-access example, built against the installed <softrnic/direct.h>
+# (its symbols are in the installed library's SOFTRNIC_1.0 node).
+# shellcheck disable=SC2086 # flags are words
+cc -o "$work/direct_hello" "$here/../../examples/direct/direct_hello.c" $flags ||
+	fail "build examples/direct with softrnic.pc"
+env -u LD_LIBRARY_PATH SOFTRNIC_TRANSPORT=shm "$work/direct_hello" ||
+	fail "direct_hello"
+ok "examples/direct builds against the installed header and runs"
 echo "check_install: all checks passed"

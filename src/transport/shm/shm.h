@@ -76,6 +76,11 @@ bool srn_resp_commit_recv(struct srn_peer *p, uint64_t pos);
 int srn_shm_mr_fetch(struct srn_peer *p, uint32_t key, struct srn_rmr **rmr_p);
 void srn_peer_unmap_all(struct srn_peer *p);
 
+/* shm_direct.c */
+int srn_shm_direct_map(struct srn_qp *qp, uint64_t addr, uint32_t rkey,
+		       uint64_t len, unsigned need_access, void **map_p,
+		       size_t *map_len_p, void **ptr_p);
+
 /* shm_ctl.c */
 int srn_shm_ctl_connect(struct srn_peer *p, uint32_t dqpn);
 int srn_shm_ctl_retry(struct srn_peer *p);

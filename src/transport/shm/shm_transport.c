@@ -441,5 +441,6 @@ static const struct srn_transport_ops srn_shm_transport_ops = {
 	.disconnect = srn_shm_disconnect,
 	.execute = srn_shm_execute,
 	.describe = srn_shm_describe,
+	.direct_map = srn_shm_direct_map,
 };
 SRN_TRANSPORT_REGISTER(srn_shm_transport_ops)
