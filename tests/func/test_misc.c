@@ -199,7 +199,9 @@ static int psn_init(struct chan *c, void *arg)
 		      "PSNs on the wire: sq 0x%x (0x%x), rq 0x%x (0x%x)",
 		      qa.sq_psn, PSN0 + 20, qa.rq_psn, PSN0);
 	chan_barrier(c);
+	chan_barrier(c); /* the target queried while we were still here */
 	side_close(&s);
+	chan_barrier(c);
 	return t_failures;
 }
 
@@ -220,6 +222,14 @@ static int psn_target(struct chan *c, void *arg)
 	      "query");
 	if (t && !strcmp(t, "tcp"))
 		CHECK(qa.rq_psn == PSN0 + 20, "the target expects 0x%x (0x%x)",
+		      qa.rq_psn, PSN0 + 20);
+	chan_barrier(c);
+	chan_barrier(c); /* the initiator's QP is gone (BYE) */
+	CHECK(!ibv_query_qp(s.qp, &qa, IBV_QP_SQ_PSN | IBV_QP_RQ_PSN, &init),
+	      "query after the peer left");
+	if (t && !strcmp(t, "tcp"))
+		CHECK(qa.rq_psn == PSN0 + 20,
+		      "after the peer left, the target still says 0x%x (0x%x)",
 		      qa.rq_psn, PSN0 + 20);
 	side_close(&s);
 	return t_failures;

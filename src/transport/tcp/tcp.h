@@ -128,6 +128,9 @@ struct srn_tcp_qp {
 					 * or ours (conn_lock and progress
 					 * lock write, release) */
 	bool dialer; /* we connect; else the peer connects to us */
+	/* a peer link ended: 1 << 32 | the next PSN it would have sent
+	 * (0: none did; atomic, for ibv_query_qp) */
+	uint64_t left_psn;
 	uint8_t dgid[16];
 	uint32_t dqpn;
 	atomic_uint rd_out; /* READs and atomics in flight */

@@ -195,6 +195,22 @@ void srn_tcp_watchdog(uint64_t now)
 	srn_progress_wake_at(srn_tcp_next_tick_ns);
 }
 
+/* l stops being tq's peer link; ibv_query_qp keeps reporting where the
+ * peer's requests got to. conn_lock held (every writer of peer_link
+ * holds it). */
+static void srn_tcp_peer_link_clear(struct srn_tcp_qp *tq,
+				    struct srn_tcp_link *l)
+{
+	/* acquire: pairs with the release of done_psn in srn_tcp_link_done */
+	uint32_t next = __atomic_load_n(&l->done_psn, __ATOMIC_ACQUIRE) + 1;
+
+	/* release: pairs with the acquire in srn_tcp_query */
+	__atomic_store_n(&tq->left_psn, 1ull << 32 | next, __ATOMIC_RELEASE);
+	/* relaxed: conn_lock is held, as by every writer; a NULL publishes
+	 * nothing */
+	__atomic_store_n(&tq->peer_link, NULL, __ATOMIC_RELAXED);
+}
+
 void srn_tcp_link_free(struct srn_tcp_link *l)
 {
 	srn_progress_lock();
@@ -215,8 +231,7 @@ void srn_tcp_link_free(struct srn_tcp_link *l)
 		 * clearing it */
 		if (tq &&
 		    __atomic_load_n(&tq->peer_link, __ATOMIC_RELAXED) == l)
-			__atomic_store_n(&tq->peer_link, NULL,
-					 __ATOMIC_RELAXED);
+			srn_tcp_peer_link_clear(tq, l);
 		pthread_mutex_unlock(&l->qp->conn_lock);
 	}
 	if (l->pl.fd >= 0)
@@ -789,10 +804,8 @@ static void srn_tcp_link_down(struct srn_tcp_link *l, int err)
 						     __ATOMIC_RELAXED) == l);
 		if (own && how == SRN_TCP_CLOSED && tq->peer_link == l)
 			/* the peer left in order: a new link may claim its
-			 * place (relaxed: conn_lock and the progress lock
-			 * are held; a NULL publishes nothing) */
-			__atomic_store_n(&tq->peer_link, NULL,
-					 __ATOMIC_RELAXED);
+			 * place */
+			srn_tcp_peer_link_clear(tq, l);
 		pthread_mutex_unlock(&qp->conn_lock);
 		/* only the loss of the QP's own link touches the QP: another
 		 * (a candidate, a refused claim) costs its socket alone */

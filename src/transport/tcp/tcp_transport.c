@@ -756,6 +756,7 @@ static void srn_tcp_query(struct srn_qp *qp, struct ibv_qp_attr *attr)
 {
 	struct srn_tcp_qp *tq = qp->tpriv;
 	struct srn_tcp_link *l, *p;
+	uint64_t left;
 
 	if (!tq)
 		return;
@@ -767,6 +768,8 @@ static void srn_tcp_query(struct srn_qp *qp, struct ibv_qp_attr *attr)
 	l = __atomic_load_n(&tq->link, __ATOMIC_ACQUIRE);
 	/* acquire: pairs with the release of peer_link in srn_tcp_link_own */
 	p = __atomic_load_n(&tq->peer_link, __ATOMIC_ACQUIRE);
+	/* acquire: pairs with the release in srn_tcp_peer_link_clear */
+	left = __atomic_load_n(&tq->left_psn, __ATOMIC_ACQUIRE);
 	if (l && l->tx_started)
 		/* acquire: pairs with the release of tx_psn in
 		 * srn_tcp_send_request */
@@ -778,6 +781,8 @@ static void srn_tcp_query(struct srn_qp *qp, struct ibv_qp_attr *attr)
 		attr->rq_psn =
 			(__atomic_load_n(&p->done_psn, __ATOMIC_ACQUIRE) + 1) &
 			0xffffff;
+	else if (left) /* the peer left: where it got to */
+		attr->rq_psn = (uint32_t)left & 0xffffff;
 	srn_progress_unlock();
 }
 
