@@ -154,14 +154,19 @@ static int srn_shm_check_rep(const struct srn_ctl_connect_rep *r, ssize_t n,
 	return 0;
 }
 
-/* Maps one segment the target sent; f[i] is ours (-1) once mapped. */
+/* Maps one segment the target sent; f[i] is ours (-1) once mapped. The
+ * mapping outlives the descriptor, which is closed at once: a peer costs
+ * no fd per segment (nothing maps a peer's segment twice). */
 static int srn_shm_map_one(struct srn_seg *seg, int *f, int i,
 			   enum srn_seg_kind kind, size_t size, int prot)
 {
 	int err = srn_seg_map(seg, f[i], kind, size, prot);
 
-	if (!err)
+	if (!err) {
 		f[i] = -1;
+		close(seg->fd);
+		seg->fd = -1;
+	}
 	return err;
 }
 
