@@ -288,6 +288,14 @@ void srn_req_run(struct srn_qp *qp)
 	while (sq->sent != sq->prod) {
 		if (srn_qp_state(qp) == IBV_QPS_ERR || !qp->tops)
 			break;
+		/* relaxed: a hint, as above. An answer that arrived while we
+		 * ran (an error NAK, the link lost) fails the QP before the
+		 * next WQE goes out: nothing behind an error is executed */
+		if (srn_unlikely(atomic_load_explicit(&qp->pending_err,
+						      memory_order_relaxed))) {
+			srn_req_take_error(qp);
+			continue;
+		}
 		if (!srn_req_step(qp, srn_sq_wqe(qp, sq->sent)))
 			return;
 	}
