@@ -226,14 +226,16 @@ int srn_tcp_resp_on_hdr(struct srn_tcp_link *c, const struct srn_wire_hdr *h,
 		return -EAGAIN; /* not ready to receive: wait for RTR */
 	if (!srn_tcp_is_peer_link(c))
 		return -EPROTO; /* not the peer the QP talks to */
-	if (st == IBV_QPS_ERR)
-		return -ESHUTDOWN; /* the link ends: the sender learns it */
 	if (c->nak_err) {
 		/* after an error NAK nothing more is executed (our QP is on
-		 * its way to ERR): the sender flushes what follows */
+		 * its way to ERR, or there): the sender flushes what follows.
+		 * Not ending the link here keeps the NAK from being lost to
+		 * a reset */
 		c->skip = true;
 		return 0;
 	}
+	if (st == IBV_QPS_ERR)
+		return -ESHUTDOWN; /* the link ends: the sender learns it */
 	if (h->psn != c->done_psn + 1) { /* a retransmission, or later */
 		if (!c->nak_rnr)
 			return -EPROTO;
