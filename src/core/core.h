@@ -195,6 +195,8 @@ enum srn_key_err srn_key_check(const struct srn_tpt_shm *tpt, uint32_t key,
 			       struct srn_key_ref *ref);
 int srn_tpt_init(struct srn_context *ctx);
 void srn_tpt_fini(struct srn_context *ctx);
+int srn_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice,
+		  uint32_t flags, struct ibv_sge *sg, uint32_t num_sge);
 int srn_mr_export(struct srn_context *ctx, uint32_t key,
 		  struct srn_key_ref *ref, struct srn_memreg *reg_copy);
 

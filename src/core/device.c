@@ -205,6 +205,14 @@ int srn_query_device_ex(struct ibv_context *context,
 	srn_fill_device_attr(&ex.orig_attr);
 	ex.max_dm_size = 0;
 	ex.phys_port_cnt_ex = 1;
+	/* ODP (core/mr.c): explicit and implicit. Same host, a peer reaches
+	 * an ODP MR with process_vm_readv/writev, which cannot make an
+	 * atomic: no ATOMIC */
+	ex.odp_caps.general_caps = IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT;
+	ex.odp_caps.per_transport_caps.rc_odp_caps =
+		IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV |
+		IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ |
+		IBV_ODP_SUPPORT_SRQ_RECV;
 	memcpy(attr, &ex, attr_size < sizeof(ex) ? attr_size : sizeof(ex));
 	return 0;
 }

@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -30,10 +31,11 @@ const char *const srn_key_err_names[] = {
 	[SRN_KEY_BAD_BOUNDS] = "out of bounds",
 };
 
-#define SRN_ACCESS_SUPPORTED                                 \
-	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |  \
-	 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC | \
-	 IBV_ACCESS_MW_BIND | IBV_ACCESS_HUGETLB | IBV_ACCESS_OPTIONAL_RANGE)
+#define SRN_ACCESS_SUPPORTED                                              \
+	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |               \
+	 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |              \
+	 IBV_ACCESS_MW_BIND | IBV_ACCESS_HUGETLB | IBV_ACCESS_ON_DEMAND | \
+	 IBV_ACCESS_OPTIONAL_RANGE)
 #define SRN_ACCESS_SHARED                                   \
 	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
 	 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
@@ -169,6 +171,14 @@ static void srn_mr_unpublish(struct srn_context *ctx, struct srn_mr *mr)
 	__atomic_store_n(&e->key, 0, __ATOMIC_RELEASE);
 }
 
+/* Implicit ODP: one MR for the whole address space (iova = address). */
+static bool srn_mr_implicit(void *addr, size_t length, uint64_t iova,
+			    unsigned access)
+{
+	return (access & IBV_ACCESS_ON_DEMAND) && !addr && !iova &&
+	       length == SIZE_MAX;
+}
+
 static int srn_mr_check_args(void *addr, size_t length, uint64_t iova,
 			     unsigned access)
 {
@@ -177,6 +187,8 @@ static int srn_mr_check_args(void *addr, size_t length, uint64_t iova,
 	if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
 	    !(access & IBV_ACCESS_LOCAL_WRITE))
 		return -EINVAL;
+	if (srn_mr_implicit(addr, length, iova, access))
+		return 0;
 	if (!length || length > SRN_MAX_MR_SIZE)
 		return -EINVAL;
 	if (((uintptr_t)addr & 4095) != (iova & 4095))
@@ -193,6 +205,11 @@ static int srn_mr_attach_memory(struct srn_mr *mr)
 	bool need_write = mr->access & SRN_ACCESS_NEEDS_WRITE;
 	int err;
 
+	/* ODP: nothing is pinned or remapped at registration; the memory is
+	 * whatever is mapped at the address when it is used, and peers on
+	 * this host reach it with process_vm_* (srn_mr_export: not shared) */
+	if (mr->access & IBV_ACCESS_ON_DEMAND)
+		return 0;
 	if (!(mr->access & SRN_ACCESS_SHARED))
 		return srn_memreg_check(addr, mr->ibmr.length, false);
 	err = srn_memreg_get(&mr->reg, addr, mr->ibmr.length, need_write);
@@ -339,4 +356,55 @@ int srn_mr_export(struct srn_context *ctx, uint32_t key,
 	}
 	pthread_mutex_unlock(&ctx->lock);
 	return err;
+}
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+
+/* Faults the pages of [va, va + len) in, for reading or for writing. A
+ * range with nothing mapped is left alone: the access fails later, as
+ * the device's would. */
+static void srn_prefetch(uint64_t va, uint64_t len, bool write)
+{
+	uintptr_t start = (uintptr_t)va & ~4095ul;
+	uintptr_t end = ((uintptr_t)(va + len) + 4095) & ~4095ul;
+
+	if (!len || end <= start)
+		return;
+	if (!write || madvise((void *)start, end - start, MADV_POPULATE_WRITE))
+		(void)madvise((void *)start, end - start, MADV_WILLNEED);
+}
+
+/* ibv_advise_mr: ranges of ODP MRs (lkeys of pd) the application will use
+ * soon. Checked like SGEs; prefetched unless NO_FAULT asks not to. */
+int srn_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice,
+		  uint32_t flags, struct ibv_sge *sg, uint32_t num_sge)
+{
+	struct srn_context *ctx = to_sctx(pd->context);
+	bool write = advice == IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE;
+	struct srn_key_ref ref;
+
+	if (advice != IBV_ADVISE_MR_ADVICE_PREFETCH && !write &&
+	    advice != IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT)
+		return EOPNOTSUPP;
+	if ((flags & ~IBV_ADVISE_MR_FLAG_FLUSH) || !sg || !num_sge)
+		return EINVAL;
+	for (uint32_t i = 0; i < num_sge; i++) {
+		if (srn_key_check(
+			    srn_ctx_tpt(ctx), sg[i].lkey, to_spd(pd)->handle,
+			    write ? IBV_ACCESS_LOCAL_WRITE : 0, sg[i].addr,
+			    sg[i].length, &ref) != SRN_KEY_OK ||
+		    !(ref.access & IBV_ACCESS_ON_DEMAND))
+			return EINVAL;
+	}
+	if (advice == IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT)
+		return 0;
+	for (uint32_t i = 0; i < num_sge; i++) {
+		srn_key_check(srn_ctx_tpt(ctx), sg[i].lkey, to_spd(pd)->handle,
+			      0, sg[i].addr, sg[i].length, &ref);
+		srn_prefetch(ref.va + (sg[i].addr - ref.iova), sg[i].length,
+			     write);
+	}
+	return 0;
 }

@@ -239,8 +239,14 @@ void srn_qp_destroy(struct srn_qp *qp)
 
 int srn_qp_check_attr(const struct ibv_qp_attr *a, int mask)
 {
+	/* the flags of enum ibv_access_flags: only the REMOTE_* ones mean
+	 * something for a QP; the MR-only ones are accepted and kept, as
+	 * devices do (rdma-core's own tests pass an MR's flags here) */
 	const int acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-			IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+			IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
+			IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |
+			IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB |
+			IBV_ACCESS_OPTIONAL_RANGE;
 
 	if ((mask & IBV_QP_PORT) && a->port_num != 1)
 		return -EINVAL;

@@ -73,6 +73,7 @@ static void srn_ctx_set_ops(struct srn_context *ctx)
 
 	v->query_port = srn_query_port;
 	v->query_device_ex = srn_query_device_ex;
+	v->advise_mr = srn_advise_mr;
 	v->create_qp_ex = srn_create_qp_ex;
 	v->open_xrcd = srn_open_xrcd;
 	v->close_xrcd = srn_close_xrcd;

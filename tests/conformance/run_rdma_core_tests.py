@@ -10,6 +10,9 @@ class looks the device's IP address up in sysfs
 not have, so the runner gives it the address of the device's GID and the
 MAC of the interface that holds it.
 
+As root, when the machine has no 2 MiB huge pages, it reserves 64 for the
+run (the suite's huge-page tests need them) and gives them back after.
+
 It prints every test's outcome, the skip reasons counted, and a summary
 line, and fails (exit 1) on any FAIL or ERROR, or when fewer than
 --min-pass tests pass (so a feature that stops working cannot turn into a
@@ -94,6 +97,31 @@ def patch_base(base, d):
     base.RDMATestCase._get_ip_mac = get_ip_mac
 
 
+HUGEPAGES = "/proc/sys/vm/nr_hugepages"
+
+
+def reserve_hugepages():
+    """64 huge pages for the run, if we may and there are none: returns
+    the count to restore, or None."""
+    try:
+        with open(HUGEPAGES) as f:
+            old = int(f.read())
+        if old or os.geteuid() != 0:
+            return None
+        with open(HUGEPAGES, "w") as f:
+            f.write("64")
+        print("reserved 64 huge pages for the run")
+        return old
+    except (OSError, ValueError):
+        return None
+
+
+def restore_hugepages(old):
+    if old is not None:
+        with open(HUGEPAGES, "w") as f:
+            f.write(str(old))
+
+
 def skip_reasons(result):
     return collections.Counter(reason for _, reason in result.skipped)
 
@@ -113,9 +141,11 @@ def main():
         print("SKIP: %s is missing" % SUITE)
         return 77
     tmp = tempfile.mkdtemp(prefix="srn-rdma-core-tests-")
+    huge = reserve_hugepages()
     try:
         return run(opts, tmp, d)
     finally:
+        restore_hugepages(huge)
         shutil.rmtree(tmp, ignore_errors=True)
 
 

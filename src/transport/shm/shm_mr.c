@@ -38,9 +38,11 @@ static int srn_rep_check(const struct srn_ctl_mr_rep *r, ssize_t len,
 		return r->hdr.status < 0 && r->hdr.status > -4096 ?
 			       r->hdr.status :
 			       -EPROTO;
-	if (!r->nchunks) /* reached with process_vm_*: nothing to map */
-		return r->key == key && r->owner_va && !nfds &&
-				       r->owner_va + r->length >= r->owner_va ?
+	if (!r->nchunks) /* reached with process_vm_*: nothing to map (an
+			  * implicit ODP MR starts at address 0) */
+		return r->key == key && r->length && !nfds &&
+				       r->owner_va + (r->length - 1) >=
+					       r->owner_va ?
 			       0 :
 			       -EPROTO;
 	if (r->key != key || r->nchunks > SRN_MR_MAX_CHUNKS ||

@@ -74,13 +74,17 @@ int srn_resp_mr(struct srn_peer *p, uint32_t key, uint64_t addr, uint64_t len,
 	return !err && pvm ? -EACCES : err;
 }
 
-/* Resolves the SGEs of a receive WQE taken at the target into local iovecs
- * (LOCAL_WRITE in the target QP's PD); *cap_p is their total length. */
+/* Resolves the SGEs of a receive WQE taken at the target into iovecs
+ * (LOCAL_WRITE in the target QP's PD); *cap_p is their total length. Bit
+ * i of *pvm_p: SGE i is an address in the target process (an ODP MR, or
+ * memory that cannot be mapped), for process_vm_writev. */
 int srn_resp_recv_sges(struct srn_peer *p, const struct srn_rwqe *rw,
-		       struct iovec *iov, uint64_t *cap_p)
+		       struct iovec *iov, uint64_t *cap_p, uint32_t *pvm_p)
 {
+	uint32_t pvm_mask = 0;
 	uint64_t cap = 0;
 	uint8_t *ptr;
+	bool pvm;
 	int err;
 
 	for (uint32_t i = 0; i < rw->num_sge; i++) {
@@ -89,15 +93,18 @@ int srn_resp_recv_sges(struct srn_peer *p, const struct srn_rwqe *rw,
 		iov[i].iov_base = NULL;
 		iov[i].iov_len = s->length;
 		if (s->length) {
-			err = srn_resp_mr(p, s->lkey, s->addr, s->length,
-					  IBV_ACCESS_LOCAL_WRITE, &ptr);
+			err = srn_resp_mr_any(p, s->lkey, s->addr, s->length,
+					      IBV_ACCESS_LOCAL_WRITE, &ptr,
+					      &pvm);
 			if (err)
 				return err;
 			iov[i].iov_base = ptr;
+			pvm_mask |= (uint32_t)pvm << i;
 		}
 		cap += s->length;
 	}
 	*cap_p = cap;
+	*pvm_p = pvm_mask;
 	return 0;
 }
 

@@ -44,6 +44,43 @@ static int srn_pvm_copy(struct srn_peer *p, const struct iovec *local,
 	return -EACCES;
 }
 
+/* Scatters src over the receive SGEs dst; those marked in pvm_mask live
+ * only in the target process and are written with process_vm_writev. */
+static int srn_pvm_scatter(struct srn_peer *p, const struct iovec *dst,
+			   unsigned nd, uint32_t pvm_mask,
+			   const struct iovec *src, unsigned ns)
+{
+	unsigned si = 0;
+	size_t soff = 0;
+
+	for (unsigned di = 0; di < nd && si < ns; di++) {
+		struct iovec part[SRN_MAX_SGE], d = dst[di];
+		size_t need = d.iov_len;
+		unsigned np = 0;
+
+		while (need && si < ns && np < SRN_MAX_SGE) {
+			size_t k = src[si].iov_len - soff;
+
+			k = k < need ? k : need;
+			part[np++] =
+				(struct iovec){ (char *)src[si].iov_base + soff,
+						k };
+			need -= k;
+			soff += k;
+			if (soff == src[si].iov_len) {
+				si++;
+				soff = 0;
+			}
+		}
+		d.iov_len -= need;
+		if (!(pvm_mask & (1u << di)))
+			srn_iov_copy(&d, 1, part, np);
+		else if (d.iov_len && srn_pvm_copy(p, part, np, &d, true))
+			return -EACCES;
+	}
+	return 0;
+}
+
 /* Maps an error of srn_resp_mr to the requester's completion status. */
 static int srn_remote_fail(struct srn_peer *p, int err,
 			   enum ibv_wc_status *status, enum srn_stall *stall)
@@ -144,6 +181,7 @@ static int srn_shm_send(struct srn_qp *qp, struct srn_peer *p,
 {
 	struct iovec src[SRN_MAX_SGE], dst[SRN_MAX_SGE];
 	struct srn_rwqe_buf rb;
+	uint32_t pvm = 0;
 	unsigned ns;
 	uint64_t pos, cap;
 	int err, rerr;
@@ -158,7 +196,8 @@ static int srn_shm_send(struct srn_qp *qp, struct srn_peer *p,
 			*stall = SRN_STALL_RNR;
 			return -EAGAIN;
 		}
-		rerr = err ? err : srn_resp_recv_sges(p, &rb.w, dst, &cap);
+		rerr = err ? err :
+			     srn_resp_recv_sges(p, &rb.w, dst, &cap, &pvm);
 		if (rerr == -EAGAIN)
 			return srn_remote_fail(p, rerr, status, stall);
 	} while (!srn_resp_commit_recv(p, pos));
@@ -169,7 +208,11 @@ static int srn_shm_send(struct srn_qp *qp, struct srn_peer *p,
 		return srn_remote_fail(p, rerr, status, stall);
 	if (w->total_len > cap)
 		return srn_send_reject(p, &rb.w, w, IBV_WC_LOC_LEN_ERR, status);
-	srn_iov_copy(dst, rb.w.num_sge, src, ns);
+	if (!pvm)
+		srn_iov_copy(dst, rb.w.num_sge, src, ns);
+	else if (srn_pvm_scatter(p, dst, rb.w.num_sge, pvm, src, ns))
+		return srn_send_reject(p, &rb.w, w, IBV_WC_LOC_PROT_ERR,
+				       status);
 	srn_resp_complete(p, &rb.w, w, IBV_WC_RECV, (uint32_t)w->total_len,
 			  IBV_WC_SUCCESS);
 	*status = IBV_WC_SUCCESS;
