@@ -32,7 +32,7 @@
 #define SRN_MAX_SGE 16
 #define SRN_MAX_INLINE 256
 #define SRN_MAX_CQ 4096
-#define SRN_MAX_CQE 65535
+#define SRN_MAX_CQE ((1 << 22) - 1) /* a sparse memfd: pages on use */
 #define SRN_MAX_MR (SRN_TPT_ENTRIES - 1)
 #define SRN_MAX_MR_SIZE (1ull << 40)
 #define SRN_MAX_PD 4096
@@ -239,6 +239,10 @@ struct srn_cq {
 	/* A producer in a process that died may have reserved a slot it
 	 * never filled: after this time poll_cq skips such a slot. */
 	uint64_t repair_after_ns; /* atomic; 0: no peer died */
+	/* extended CQ (verbs_cqex.c): what ibv_create_cq_ex asked for, and
+	 * the CQE between start_poll and end_poll (cq->lock held) */
+	uint64_t wc_flags;
+	const struct srn_cqe *cur;
 };
 
 static inline struct srn_cq *to_scq(struct ibv_cq *c)

@@ -136,6 +136,11 @@ int srn_cq_post(struct srn_cq_view *v, const struct srn_cqe *cqe)
 		return err;
 	slot = &v->ring[p & v->mask];
 	memcpy(slot, cqe, offsetof(struct srn_cqe, owner_seq));
+	/* relaxed: set by the owner before the segment was shared (the
+	 * socket that passed it orders that) */
+	if (__atomic_load_n(&v->shm->flags, __ATOMIC_RELAXED) &
+	    SRN_CQF_TIMESTAMP)
+		slot->ts = srn_now_ns();
 	/* release: pairs with the acquire of owner_seq in srn_cq_drain (and
 	 * srn_cq_repair): the CQE is written before its tag */
 	__atomic_store_n(&slot->owner_seq, (uint32_t)(p + 1), __ATOMIC_RELEASE);

@@ -205,6 +205,9 @@ int srn_query_device_ex(struct ibv_context *context,
 	srn_fill_device_attr(&ex.orig_attr);
 	ex.max_dm_size = 0;
 	ex.phys_port_cnt_ex = 1;
+	/* CQE timestamps (verbs_cqex.c): CLOCK_MONOTONIC in ns, 64 bits */
+	ex.completion_timestamp_mask = UINT64_MAX;
+	ex.hca_core_clock = 1000000; /* kHz: one tick per ns */
 	/* ODP (core/mr.c): explicit and implicit. Same host, a peer reaches
 	 * an ODP MR with process_vm_readv/writev, which cannot make an
 	 * atomic: no ATOMIC */

@@ -146,12 +146,19 @@ struct srn_cqe {
 	uint8_t sl;
 	uint8_t dlid_path_bits;
 	uint16_t flags; /* SRN_CQE_* */
-	uint8_t rsvd[12];
+	/* CLOCK_MONOTONIC ns when the CQE was written, if the CQ asked for
+	 * timestamps (SRN_CQF_TIMESTAMP), else 0 */
+	uint64_t ts;
+	uint8_t rsvd[4];
 	/* Written last by the producer with release; the consumer's acquire
 	 * load of it pairs with that and makes the fields above visible. */
 	uint32_t owner_seq;
 };
 static_assert(sizeof(struct srn_cqe) == 64, "cqe size");
+static_assert(offsetof(struct srn_cqe, ts) == 48, "cqe ts offset");
+
+/* srn_cq_shm.flags */
+#define SRN_CQF_TIMESTAMP 1u /* producers stamp every CQE (srn_cqe.ts) */
 
 #define SRN_CQ_ARM_NONE 0u
 #define SRN_CQ_ARM_NEXT 1u
@@ -161,7 +168,8 @@ struct srn_cq_shm {
 	struct srn_seg_hdr hdr;
 	uint32_t size; /* entries, power of two */
 	uint32_t cqe_off;
-	uint8_t rsvd0[56];
+	uint32_t flags; /* SRN_CQF_*: set by the owner before it is shared */
+	uint8_t rsvd0[52];
 	/* Reserved by producers with an acq_rel CAS in srn_cq_post(). */
 	_Alignas(64) uint64_t prod;
 	/* Advanced by the owner's poll (release); producers acquire it to

@@ -8,6 +8,9 @@
  *   verbs_context.c  open/close device, the ops table, fork
  *   verbs_qp.c       QP create/modify/query/destroy, post_send/post_recv
  *   verbs_cq.c       CQ create/destroy, poll_cq, req_notify_cq
+ *   verbs_cqex.c     the extended CQ: create_cq_ex, start/next/end_poll,
+ *                    the read_* accessors, the device clock
+ *   verbs_direct.c   softrnic's direct-access extension
  *   verbs_srq.c      SRQ create/destroy, post_srq_recv
  *   verbs_util.c     rdma-core's exported utilities
  *   verbs_private.c  the IBVERBS_PRIVATE_34 stubs
@@ -23,5 +26,9 @@ void srn_verbs_cq_ops(struct ibv_context_ops *ops);
 void srn_verbs_srq_ops(struct ibv_context_ops *ops);
 struct ibv_qp *srn_create_qp_ex(struct ibv_context *context,
 				struct ibv_qp_init_attr_ex *attr);
+struct ibv_cq_ex *srn_create_cq_ex(struct ibv_context *context,
+				   struct ibv_cq_init_attr_ex *attr);
+int srn_query_rt_values(struct ibv_context *context,
+			struct ibv_values_ex *values);
 
 #endif /* SRN_VERBS_H */

@@ -75,6 +75,8 @@ static void srn_ctx_set_ops(struct srn_context *ctx)
 	v->query_device_ex = srn_query_device_ex;
 	v->advise_mr = srn_advise_mr;
 	v->create_qp_ex = srn_create_qp_ex;
+	v->create_cq_ex = srn_create_cq_ex;
+	v->query_rt_values = srn_query_rt_values;
 	v->open_xrcd = srn_open_xrcd;
 	v->close_xrcd = srn_close_xrcd;
 	v->sz = sizeof(*v);

@@ -91,7 +91,19 @@ int side_open(struct side *s, const struct side_opts *o)
 	s->pd = ibv_alloc_pd(s->ctx);
 	if (o->use_channel)
 		s->ch = ibv_create_comp_channel(s->ctx);
-	s->cq = ibv_create_cq(s->ctx, o->cq_size, s, s->ch, 0);
+	if (o->cq_ex_flags) {
+		struct ibv_cq_init_attr_ex ca = {
+			.cqe = (uint32_t)o->cq_size,
+			.cq_context = s,
+			.channel = s->ch,
+			.wc_flags = o->cq_ex_flags,
+		};
+
+		s->cqx = ibv_create_cq_ex(s->ctx, &ca);
+		s->cq = s->cqx ? ibv_cq_ex_to_cq(s->cqx) : NULL;
+	} else {
+		s->cq = ibv_create_cq(s->ctx, o->cq_size, s, s->ch, 0);
+	}
 	s->len = o->buf_len;
 	s->buf = aligned_alloc(4096, (s->len + 4095) & ~4095ul);
 	if (!s->pd || !s->cq || !s->buf)

@@ -55,6 +55,7 @@ struct side {
 	struct ibv_pd *pd;
 	struct ibv_comp_channel *ch;
 	struct ibv_cq *cq;
+	struct ibv_cq_ex *cqx; /* the same CQ, when made extended */
 	struct ibv_srq *srq;
 	struct ibv_qp *qp;
 	uint8_t *buf;
@@ -74,6 +75,8 @@ struct side_opts {
 	uint8_t rnr_retry, min_rnr_timer, retry_cnt, timeout;
 	uint8_t max_rd_atomic; /* 0: 16 */
 	uint32_t psn; /* sq_psn and rq_psn of both sides (they must agree) */
+	uint64_t cq_ex_flags; /* nonzero: the CQ is made with ibv_create_cq_ex
+			       * and these wc_flags (then side.cqx is set) */
 };
 
 struct peer_info {
