@@ -439,6 +439,15 @@ struct srn_qp {
 	struct srn_qp_shm *shm;
 	struct srn_rq_view rqv; /* unused with an SRQ */
 	struct srn_sq sq;
+	/* the ibv_wr_* API (verbs_qpex.c): the ops ibv_create_qp_ex asked
+	 * for, and the batch between wr_start and wr_complete (sq_lock
+	 * held all along): its first position, length, current WQE and
+	 * first error (a positive errno, returned by wr_complete) */
+	uint64_t send_ops_flags;
+	uint64_t bx_start;
+	uint32_t bx_n;
+	int bx_err;
+	struct srn_swqe *bx_cur;
 	/* the transport and its per-connection state */
 	const struct srn_transport_ops *tops;
 	void *tpriv;
@@ -462,6 +471,13 @@ struct srn_qp {
 	struct srn_list links;
 	void *tstate;
 };
+
+/* The ibv_wr_* opcodes an RC QP can run (IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) */
+#define SRN_QP_SEND_OPS_RC                                                \
+	(IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | \
+	 IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |             \
+	 IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |   \
+	 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
 
 #define SRN_PENDING_ERR 1u /* move to ERR */
 #define SRN_PENDING_FATAL 2u /* ... and raise IBV_EVENT_QP_FATAL */

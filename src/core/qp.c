@@ -176,8 +176,16 @@ int srn_qp_create(struct srn_context *ctx, struct ibv_qp_init_attr_ex *a,
 {
 	int err = -EINVAL;
 
-	if (a->comp_mask & ~IBV_QP_INIT_ATTR_PD)
+	if (a->comp_mask &
+	    ~(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS |
+	      IBV_QP_INIT_ATTR_CREATE_FLAGS))
 		err = -EOPNOTSUPP;
+	else if ((a->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) &&
+		 a->create_flags)
+		err = -EOPNOTSUPP; /* none of the creation flags is offered */
+	else if ((a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
+		 (a->send_ops_flags & ~SRN_QP_SEND_OPS_RC))
+		err = -EOPNOTSUPP; /* an opcode this device cannot run */
 	else if (a->qp_type != IBV_QPT_RC)
 		err = -EOPNOTSUPP;
 	else if (a->pd && a->send_cq && a->recv_cq)

@@ -10,6 +10,7 @@
  *   verbs_cq.c       CQ create/destroy, poll_cq, req_notify_cq
  *   verbs_cqex.c     the extended CQ: create_cq_ex, start/next/end_poll,
  *                    the read_* accessors, the device clock
+ *   verbs_qpex.c     the extended post-send API: ibv_wr_* builders
  *   verbs_direct.c   softrnic's direct-access extension
  *   verbs_srq.c      SRQ create/destroy, post_srq_recv
  *   verbs_util.c     rdma-core's exported utilities
@@ -28,6 +29,7 @@ struct ibv_qp *srn_create_qp_ex(struct ibv_context *context,
 				struct ibv_qp_init_attr_ex *attr);
 struct ibv_cq_ex *srn_create_cq_ex(struct ibv_context *context,
 				   struct ibv_cq_init_attr_ex *attr);
+void srn_qpex_init(struct srn_qp *qp, uint64_t send_ops_flags);
 int srn_query_rt_values(struct ibv_context *context,
 			struct ibv_values_ex *values);
 

@@ -28,6 +28,8 @@ struct ibv_qp *srn_create_qp_ex(struct ibv_context *context,
 		errno = -err;
 		return NULL;
 	}
+	if (a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)
+		srn_qpex_init(qp, a->send_ops_flags);
 	srn_qp_add(qp, a);
 	return &qp->ibqpx.qp_base;
 }
@@ -48,11 +50,12 @@ SRN_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,
 	return qp;
 }
 
-SRN_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
+SRN_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *ibqp)
 {
-	/* The ibv_wr_* API is not offered yet (create_qp_ex refuses
-	 * IBV_QP_INIT_ATTR_SEND_OPS_FLAGS), so no QP is extended. */
-	return NULL;
+	struct srn_qp *qp = to_sqp(ibqp);
+
+	/* extended: created with send_ops_flags (srn_qpex_init) */
+	return qp->ibqpx.wr_start ? &qp->ibqpx : NULL;
 }
 
 SRN_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)

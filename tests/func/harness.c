@@ -80,17 +80,9 @@ static struct ibv_context *open_dev(void)
 	return ctx;
 }
 
-int side_open(struct side *s, const struct side_opts *o)
+/* The CQ: plain, or extended when the options ask for wc_flags. */
+static void side_make_cq(struct side *s, const struct side_opts *o)
 {
-	struct ibv_qp_init_attr ia;
-
-	memset(s, 0, sizeof(*s));
-	s->ctx = open_dev();
-	if (!s->ctx)
-		return -1;
-	s->pd = ibv_alloc_pd(s->ctx);
-	if (o->use_channel)
-		s->ch = ibv_create_comp_channel(s->ctx);
 	if (o->cq_ex_flags) {
 		struct ibv_cq_init_attr_ex ca = {
 			.cqe = (uint32_t)o->cq_size,
@@ -104,6 +96,41 @@ int side_open(struct side *s, const struct side_opts *o)
 	} else {
 		s->cq = ibv_create_cq(s->ctx, o->cq_size, s, s->ch, 0);
 	}
+}
+
+/* The QP: plain, or extended (ibv_create_qp_ex) with send_ops_flags. */
+static void side_make_qp(struct side *s, const struct side_opts *o,
+			 struct ibv_qp_init_attr *iap)
+{
+	struct ibv_qp_init_attr ia = *iap;
+
+	if (o->send_ops_flags) {
+		struct ibv_qp_init_attr_ex ix;
+
+		memset(&ix, 0, sizeof(ix));
+		memcpy(&ix, &ia, sizeof(ia));
+		ix.comp_mask = IBV_QP_INIT_ATTR_PD |
+			       IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+		ix.pd = s->pd;
+		ix.send_ops_flags = o->send_ops_flags;
+		s->qp = ibv_create_qp_ex(s->ctx, &ix);
+	} else {
+		s->qp = ibv_create_qp(s->pd, &ia);
+	}
+}
+
+int side_open(struct side *s, const struct side_opts *o)
+{
+	struct ibv_qp_init_attr ia;
+
+	memset(s, 0, sizeof(*s));
+	s->ctx = open_dev();
+	if (!s->ctx)
+		return -1;
+	s->pd = ibv_alloc_pd(s->ctx);
+	if (o->use_channel)
+		s->ch = ibv_create_comp_channel(s->ctx);
+	side_make_cq(s, o);
 	s->len = o->buf_len;
 	s->buf = aligned_alloc(4096, (s->len + 4095) & ~4095ul);
 	if (!s->pd || !s->cq || !s->buf)
@@ -131,7 +158,7 @@ int side_open(struct side *s, const struct side_opts *o)
 	ia.cap.max_send_sge = o->max_sge;
 	ia.cap.max_recv_sge = o->max_sge;
 	ia.cap.max_inline_data = o->max_inline;
-	s->qp = ibv_create_qp(s->pd, &ia);
+	side_make_qp(s, o, &ia);
 	return s->qp ? 0 : -1;
 }
 
