@@ -429,6 +429,7 @@ struct srn_qp {
 	struct srn_lock rq_lock;
 	struct srn_lock comp_lock; /* the completer; after the others */
 	struct ibv_qp_cap cap;
+	uint32_t wr_ops; /* 1 << ibv_wr_opcode the QP type runs */
 	bool sq_sig_all;
 	bool held; /* holds references on its PD, CQs and SRQ (srn_qp_add) */
 	bool fatal_sent; /* IBV_EVENT_QP_FATAL raised (sq_lock; RESET clears) */
@@ -472,6 +473,10 @@ struct srn_qp {
 	void *tstate;
 };
 
+/* ... and a UC QP: no READ, no atomics */
+#define SRN_QP_SEND_OPS_UC                                                \
+	(IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | \
+	 IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM)
 /* The ibv_wr_* opcodes an RC QP can run (IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) */
 #define SRN_QP_SEND_OPS_RC                                                \
 	(IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | \
@@ -496,6 +501,7 @@ static inline enum ibv_qp_state srn_qp_state(const struct srn_qp *qp)
 /* qp.c: the QP object (the state machine is the engine's, qp_state.c) */
 int srn_qp_create(struct srn_context *ctx, struct ibv_qp_init_attr_ex *a,
 		  struct srn_qp **qp_p);
+uint64_t srn_qp_send_ops(enum ibv_qp_type type);
 void srn_qp_destroy(struct srn_qp *qp);
 void srn_qp_add(struct srn_qp *qp, struct ibv_qp_init_attr_ex *a);
 void srn_qp_del(struct srn_qp *qp);

@@ -120,6 +120,26 @@ static struct srn_qp *srn_qp_alloc(struct srn_context *ctx,
 	return qp;
 }
 
+/* The ibv_wr_* opcodes a QP of this type runs (send_ops_flags). */
+uint64_t srn_qp_send_ops(enum ibv_qp_type type)
+{
+	return type == IBV_QPT_UC ? SRN_QP_SEND_OPS_UC : SRN_QP_SEND_OPS_RC;
+}
+
+/* The same as a mask of enum ibv_wr_opcode, for ibv_post_send. */
+static uint32_t srn_qp_wr_ops(enum ibv_qp_type type)
+{
+	uint32_t ops = 1u << IBV_WR_SEND | 1u << IBV_WR_SEND_WITH_IMM |
+		       1u << IBV_WR_RDMA_WRITE |
+		       1u << IBV_WR_RDMA_WRITE_WITH_IMM;
+
+	if (type == IBV_QPT_RC)
+		ops |= 1u << IBV_WR_RDMA_READ |
+		       1u << IBV_WR_ATOMIC_CMP_AND_SWP |
+		       1u << IBV_WR_ATOMIC_FETCH_AND_ADD;
+	return ops;
+}
+
 static void srn_qp_init_public(struct srn_qp *qp, struct ibv_qp_init_attr_ex *a)
 {
 	struct ibv_qp *q = &qp->ibqpx.qp_base;
@@ -131,6 +151,7 @@ static void srn_qp_init_public(struct srn_qp *qp, struct ibv_qp_init_attr_ex *a)
 	q->recv_cq = a->recv_cq;
 	q->srq = a->srq;
 	q->qp_type = a->qp_type;
+	qp->wr_ops = srn_qp_wr_ops(a->qp_type);
 	q->state = IBV_QPS_RESET;
 	q->handle = q->qp_num;
 	pthread_mutex_init(&q->mutex, NULL);
@@ -183,11 +204,11 @@ int srn_qp_create(struct srn_context *ctx, struct ibv_qp_init_attr_ex *a,
 	else if ((a->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) &&
 		 a->create_flags)
 		err = -EOPNOTSUPP; /* none of the creation flags is offered */
-	else if ((a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
-		 (a->send_ops_flags & ~SRN_QP_SEND_OPS_RC))
-		err = -EOPNOTSUPP; /* an opcode this device cannot run */
-	else if (a->qp_type != IBV_QPT_RC)
+	else if (a->qp_type != IBV_QPT_RC && a->qp_type != IBV_QPT_UC)
 		err = -EOPNOTSUPP;
+	else if ((a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
+		 (a->send_ops_flags & ~srn_qp_send_ops(a->qp_type)))
+		err = -EOPNOTSUPP; /* an opcode this QP type cannot run */
 	else if (a->pd && a->send_cq && a->recv_cq)
 		err = srn_qp_check_cap(&a->cap, a->srq);
 	if (err)

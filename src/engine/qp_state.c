@@ -74,15 +74,55 @@ static const struct srn_qp_trans srn_rc_trans[IBV_QPS_ERR + 1]
 					      IBV_QP_PKEY_INDEX | IBV_QP_PORT },
 	},
 };
+/* UC: no acknowledgements, so no retry, timeout, RNR or RDMA-read
+ * attributes (IB spec, the kernel's qp_state_table) */
+static const struct srn_qp_trans srn_uc_trans[IBV_QPS_ERR + 1]
+					     [IBV_QPS_ERR + 1] = {
+	[S(RESET)] = {
+		[S(RESET)] = { true, 0, 0 },
+		[S(INIT)] = { true, IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+					    IBV_QP_ACCESS_FLAGS, 0 },
+	},
+	[S(INIT)] = {
+		[S(INIT)] = { true, 0, IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+					       IBV_QP_ACCESS_FLAGS },
+		[S(RTR)] = { true, IBV_QP_AV | IBV_QP_PATH_MTU |
+					   IBV_QP_DEST_QPN | IBV_QP_RQ_PSN,
+			     IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS |
+				     IBV_QP_PKEY_INDEX },
+	},
+	[S(RTR)] = {
+		[S(RTS)] = { true, IBV_QP_SQ_PSN,
+			     IBV_QP_CUR_STATE | IBV_QP_ALT_PATH |
+				     IBV_QP_ACCESS_FLAGS |
+				     IBV_QP_PATH_MIG_STATE },
+	},
+	[S(RTS)] = {
+		[S(RTS)] = { true, 0, IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS |
+					      IBV_QP_ALT_PATH |
+					      IBV_QP_PATH_MIG_STATE },
+		[S(SQD)] = { true, 0, IBV_QP_EN_SQD_ASYNC_NOTIFY },
+	},
+	[S(SQD)] = {
+		[S(RTS)] = { true, 0, IBV_QP_CUR_STATE | IBV_QP_ALT_PATH |
+					      IBV_QP_ACCESS_FLAGS |
+					      IBV_QP_PATH_MIG_STATE },
+		[S(SQD)] = { true, 0, IBV_QP_AV | IBV_QP_ALT_PATH |
+					      IBV_QP_ACCESS_FLAGS |
+					      IBV_QP_PATH_MIG_STATE |
+					      IBV_QP_PKEY_INDEX | IBV_QP_PORT },
+	},
+};
 #undef S
 
-/* 0 if moving an RC QP from cur to next with this mask is legal. */
+/* 0 if moving a QP of this type from cur to next with this mask is
+ * legal. */
 int srn_qp_check_modify(enum ibv_qp_state cur, enum ibv_qp_state next,
 			enum ibv_qp_type type, int mask)
 {
 	const struct srn_qp_trans *t;
 
-	if (type != IBV_QPT_RC)
+	if (type != IBV_QPT_RC && type != IBV_QPT_UC)
 		return -EOPNOTSUPP;
 	if (cur > IBV_QPS_ERR || next > IBV_QPS_ERR)
 		return -EINVAL;
@@ -91,7 +131,8 @@ int srn_qp_check_modify(enum ibv_qp_state cur, enum ibv_qp_state next,
 		return (mask & ~(IBV_QP_STATE | IBV_QP_CUR_STATE)) ? -EINVAL :
 								     0;
 	}
-	t = &srn_rc_trans[cur][next];
+	t = type == IBV_QPT_UC ? &srn_uc_trans[cur][next] :
+				 &srn_rc_trans[cur][next];
 	if (!t->valid)
 		return -EINVAL;
 	if ((mask & t->req) != t->req)

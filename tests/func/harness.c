@@ -151,7 +151,7 @@ int side_open(struct side *s, const struct side_opts *o)
 	ia.send_cq = s->cq;
 	ia.recv_cq = s->cq;
 	ia.srq = s->srq;
-	ia.qp_type = IBV_QPT_RC;
+	ia.qp_type = o->uc ? IBV_QPT_UC : IBV_QPT_RC;
 	ia.sq_sig_all = o->sig_all;
 	ia.cap.max_send_wr = o->max_send_wr;
 	ia.cap.max_recv_wr = o->max_recv_wr;
@@ -211,8 +211,9 @@ int side_rtr_rts(struct side *s, const struct peer_info *peer,
 	if (ibv_modify_qp(s->qp, &a,
 			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
 				  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-				  IBV_QP_MAX_DEST_RD_ATOMIC |
-				  IBV_QP_MIN_RNR_TIMER))
+				  (o->uc ? 0 :
+					   IBV_QP_MAX_DEST_RD_ATOMIC |
+						   IBV_QP_MIN_RNR_TIMER)))
 		return -1;
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
@@ -221,10 +222,13 @@ int side_rtr_rts(struct side *s, const struct peer_info *peer,
 	a.rnr_retry = o->rnr_retry;
 	a.sq_psn = o->psn;
 	a.max_rd_atomic = o->max_rd_atomic ? o->max_rd_atomic : 16;
-	return ibv_modify_qp(s->qp, &a,
-			     IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-				     IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-				     IBV_QP_MAX_QP_RD_ATOMIC) ?
+	return ibv_modify_qp(
+		       s->qp, &a,
+		       IBV_QP_STATE | IBV_QP_SQ_PSN |
+			       (o->uc ? 0 :
+					IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+						IBV_QP_RNR_RETRY |
+						IBV_QP_MAX_QP_RD_ATOMIC)) ?
 		       -1 :
 		       0;
 }

@@ -75,6 +75,7 @@ struct side_opts {
 	uint8_t rnr_retry, min_rnr_timer, retry_cnt, timeout;
 	uint8_t max_rd_atomic; /* 0: 16 */
 	uint32_t psn; /* sq_psn and rq_psn of both sides (they must agree) */
+	bool uc; /* an unreliable connected QP instead of RC */
 	uint64_t send_ops_flags; /* nonzero: ibv_create_qp_ex with these */
 	uint64_t cq_ex_flags; /* nonzero: the CQ is made with ibv_create_cq_ex
 			       * and these wc_flags (then side.cqx is set) */

@@ -168,9 +168,12 @@ void srn_resp_complete(struct srn_peer *p, const struct srn_rwqe *rw,
 }
 
 /* Asks the target to move its QP to ERR, as the responder of a device does
- * after a NAK for an access or length violation. */
+ * after a NAK for an access or length violation (RC; a UC responder drops
+ * the message and goes on). */
 void srn_resp_error(struct srn_peer *p)
 {
+	if (p->qp->ibqpx.qp_base.qp_type == IBV_QPT_UC)
+		return; /* UC: a bad message is dropped, the QP goes on */
 	/* release: pairs with the acq_rel exchange in srn_progress_scan
 	 * (the owner's progress thread) */
 	__atomic_fetch_or(&p->tqp->err_req, SRN_ERRREQ_REMOTE,

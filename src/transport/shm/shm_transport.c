@@ -315,6 +315,25 @@ static int srn_shm_pending(struct srn_peer *p, enum ibv_wc_status *status,
 	return 1; /* up: go on */
 }
 
+/* UC has no acknowledgements: a message the target cannot take (a bad
+ * key, no receive WQE, too long) is dropped there, and the sender
+ * completes as if it had arrived; its QP and the target's go on. */
+static int srn_shm_uc(struct srn_qp *qp, int rc, enum ibv_wc_status *status,
+		      enum srn_stall *stall)
+{
+	if (qp->ibqpx.qp_base.qp_type != IBV_QPT_UC)
+		return rc;
+	if (rc == -EAGAIN && *stall == SRN_STALL_RNR) {
+		*status = IBV_WC_SUCCESS;
+		return 0;
+	}
+	if (!rc &&
+	    (*status == IBV_WC_REM_ACCESS_ERR ||
+	     *status == IBV_WC_REM_INV_REQ_ERR || *status == IBV_WC_REM_OP_ERR))
+		*status = IBV_WC_SUCCESS;
+	return rc;
+}
+
 static int srn_shm_execute(struct srn_qp *qp, const struct srn_swqe *w,
 			   enum ibv_wc_status *status, enum srn_stall *stall)
 {
@@ -348,10 +367,12 @@ static int srn_shm_execute(struct srn_qp *qp, const struct srn_swqe *w,
 	switch (w->opcode) {
 	case IBV_WR_RDMA_WRITE:
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
-		return srn_shm_write(qp, p, w, status, stall);
+		return srn_shm_uc(qp, srn_shm_write(qp, p, w, status, stall),
+				  status, stall);
 	case IBV_WR_SEND:
 	case IBV_WR_SEND_WITH_IMM:
-		return srn_shm_send(qp, p, w, status, stall);
+		return srn_shm_uc(qp, srn_shm_send(qp, p, w, status, stall),
+				  status, stall);
 	case IBV_WR_RDMA_READ:
 		return srn_shm_read(qp, p, w, status, stall);
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
