@@ -117,11 +117,33 @@ bool srn_ctx_is_foreign(const struct srn_context *ctx);
 extern pid_t srn_pid; /* this process, refreshed after fork */
 
 /* ---- pd.c ---- */
+struct srn_td {
+	struct ibv_td ibtd;
+	atomic_uint refs; /* parent domains using it */
+};
+
 struct srn_pd {
 	struct ibv_pd ibpd;
-	uint32_t handle;
-	atomic_uint refs; /* MRs, QPs, SRQs, AHs using it */
+	uint32_t handle; /* a parent domain's is its PD's: same keys */
+	atomic_uint refs; /* MRs, QPs, SRQs, AHs, parent domains using it */
+	/* a parent domain (ibv_alloc_parent_domain): its PD, thread domain
+	 * and the application's allocator for the QP's private buffers */
+	struct srn_pd *parent_of;
+	struct srn_td *td;
+	void *(*alloc)(struct ibv_pd *pd, void *pd_context, size_t size,
+		       size_t alignment, uint64_t resource_type);
+	void (*free)(struct ibv_pd *pd, void *pd_context, void *ptr,
+		     uint64_t resource_type);
+	void *pd_context;
 };
+
+struct ibv_td *srn_alloc_td(struct ibv_context *context,
+			    struct ibv_td_init_attr *attr);
+int srn_dealloc_td(struct ibv_td *td);
+struct ibv_pd *srn_alloc_parent_domain(struct ibv_context *context,
+				       struct ibv_parent_domain_init_attr *a);
+void *srn_pd_buf_alloc(struct srn_pd *pd, size_t size, bool *custom_p);
+void srn_pd_buf_free(struct srn_pd *pd, void *ptr, bool custom);
 
 static inline struct srn_pd *to_spd(struct ibv_pd *p)
 {
@@ -394,6 +416,7 @@ struct srn_swqe {
  */
 struct srn_sq {
 	uint8_t *buf;
+	bool buf_custom; /* from the parent domain's allocator */
 	uint32_t size; /* power of two */
 	uint32_t stride;
 	uint32_t max_wr;

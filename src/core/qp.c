@@ -44,7 +44,8 @@ static int srn_sq_init(struct srn_qp *qp)
 	sq->stride = SRN_ALIGN_UP(stride, (size_t)64);
 	sq->max_wr = qp->cap.max_send_wr;
 	sq->size = srn_pow2(sq->max_wr ? sq->max_wr : 1);
-	sq->buf = calloc(sq->size, sq->stride);
+	sq->buf = srn_pd_buf_alloc(qp->pd, (size_t)sq->size * sq->stride,
+				   &sq->buf_custom);
 	return sq->buf ? 0 : -ENOMEM;
 }
 
@@ -74,7 +75,7 @@ static void srn_qp_free(struct srn_qp *qp)
 {
 	if (qp->seg.addr)
 		srn_seg_unmap(&qp->seg);
-	free(qp->sq.buf);
+	srn_pd_buf_free(qp->pd, qp->sq.buf, qp->sq.buf_custom);
 	free(qp);
 }
 

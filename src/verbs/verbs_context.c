@@ -74,6 +74,9 @@ static void srn_ctx_set_ops(struct srn_context *ctx)
 	v->query_port = srn_query_port;
 	v->query_device_ex = srn_query_device_ex;
 	v->advise_mr = srn_advise_mr;
+	v->alloc_td = srn_alloc_td;
+	v->dealloc_td = srn_dealloc_td;
+	v->alloc_parent_domain = srn_alloc_parent_domain;
 	v->create_qp_ex = srn_create_qp_ex;
 	v->create_cq_ex = srn_create_cq_ex;
 	v->query_rt_values = srn_query_rt_values;

@@ -176,8 +176,9 @@ static int srn_cqex_check(const struct ibv_cq_init_attr_ex *a)
 	if ((a->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
 	    (a->flags & ~(uint32_t)SRN_CQEX_CREATE_FLAGS))
 		return -EOPNOTSUPP;
-	if (a->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD)
-		return -EOPNOTSUPP; /* parent domains are not offered */
+	if ((a->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) &&
+	    (!a->parent_domain || !to_spd(a->parent_domain)->parent_of))
+		return -EINVAL; /* must be a parent domain */
 	if (a->cqe > INT_MAX || a->comp_vector > INT_MAX)
 		return -EINVAL;
 	return 0;
