@@ -11,7 +11,7 @@ w=$(mktemp -d)
 trap 'rm -rf "$w"' EXIT
 mapfile -t lib < <(find src -name '*.c' | sort)
 clang -std=gnu11 -g -O1 -fsanitize=fuzzer -fprofile-instr-generate \
-	-fcoverage-mapping -Isrc tests/fuzz/fuzz_tcp.c "${lib[@]}" -lpthread \
+	-fcoverage-mapping -Isrc -Iinclude tests/fuzz/fuzz_tcp.c "${lib[@]}" -lpthread \
 	-o "$w/fuzz_tcp"
 mkdir -p "$w/corpus"
 cp tests/fuzz/corpus_tcp/* "$w/corpus/"

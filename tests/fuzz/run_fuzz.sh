@@ -24,7 +24,8 @@ command -v clang >/dev/null || { echo "skip: clang not installed"; exit 77; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 if ! clang -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined \
-	-fno-sanitize-recover=all -I"$src" "$here/fuzz_$target.c" \
+	-fno-sanitize-recover=all -I"$src" -I"$here/../../include" \
+	"$here/fuzz_$target.c" \
 	"${srcs[@]}" -lpthread -o "$work/fuzz" 2>"$work/cc.log"; then
 	if grep -q -i 'libclang_rt.fuzzer\|cannot find.*fuzzer' "$work/cc.log"; then
 		echo "skip: libFuzzer runtime missing (libclang-rt-14-dev)"
