@@ -282,6 +282,7 @@ int srn_cq_del(struct srn_cq *cq);
 void srn_cq_destroy(struct srn_cq *cq);
 bool srn_cq_repair(struct srn_cq *cq);
 void srn_cq_arm(struct srn_cq *cq, bool solicited_only);
+void srn_cq_clean(struct srn_cq *cq, uint32_t qpn);
 void srn_cq_check_overflow(struct srn_cq *cq);
 void srn_cq_peer_died(struct srn_cq *cq);
 

@@ -335,6 +335,42 @@ SRN_EXPORT int ibv_resize_cq(struct ibv_cq *cq, int cqe)
 	return EOPNOTSUPP;
 }
 
+/*
+ * A QP went to RESET: its completions still in the ring are removed, as a
+ * device's driver does (the application that resets a QP to reuse it must
+ * not see its old flushed work). The published entries [cons, end) are
+ * compacted toward end, keeping their order; producers only write at end
+ * and beyond, so they are not disturbed.
+ */
+void srn_cq_clean(struct srn_cq *cq, uint32_t qpn)
+{
+	uint64_t end, dst;
+
+	srn_lock(&cq->lock);
+	end = cq->cons;
+	/* acquire: pairs with the release in srn_cq_post */
+	while (end - cq->cons <= cq->mask &&
+	       __atomic_load_n(&cq->ring[end & cq->mask].owner_seq,
+			       __ATOMIC_ACQUIRE) == (uint32_t)(end + 1))
+		end++;
+	dst = end;
+	for (uint64_t i = end; i-- > cq->cons;) {
+		struct srn_cqe *c = &cq->ring[i & cq->mask];
+
+		if (c->qp_num == qpn)
+			continue;
+		dst--;
+		if (dst != i)
+			memcpy(&cq->ring[dst & cq->mask], c,
+			       offsetof(struct srn_cqe, owner_seq));
+	}
+	cq->cons = dst;
+	/* release: pairs with the acquire in srn_cq_post (the slots up to
+	 * cons are free again) */
+	__atomic_store_n(&cq->shm->cons, cq->cons, __ATOMIC_RELEASE);
+	srn_unlock(&cq->lock);
+}
+
 /* ibv_req_notify_cq: the next completion (or the next solicited one)
  * signals the CQ's channel. */
 void srn_cq_arm(struct srn_cq *cq, bool solicited_only)

@@ -136,10 +136,14 @@ static uint32_t srn_tpt_alloc_index(struct srn_context *ctx)
 	return 0;
 }
 
-static void srn_mr_publish(struct srn_context *ctx, struct srn_mr *mr)
+/* Publishes mr's TPT entry under key, or a new key when key is 0. */
+static void srn_mr_publish(struct srn_context *ctx, struct srn_mr *mr,
+			   uint32_t key)
 {
 	struct srn_tpt_entry *e = &srn_ctx_tpt(ctx)->entry[mr->index];
-	uint32_t key = (srn_key_tag() << SRN_KEY_INDEX_BITS) | mr->index;
+
+	if (!key)
+		key = (srn_key_tag() << SRN_KEY_INDEX_BITS) | mr->index;
 
 	/* relaxed: the entry is free (key 0), so no reader uses these
 	 * fields until the release of key below publishes them */
@@ -152,12 +156,12 @@ static void srn_mr_publish(struct srn_context *ctx, struct srn_mr *mr)
 			 __ATOMIC_RELAXED);
 	/* release: pairs with the acquire of key in srn_tpt_lookup */
 	__atomic_store_n(&e->key, key, __ATOMIC_RELEASE);
+	/* one key for both, as devices do: the rights are checked at the
+	 * target against the entry's access (an rkey of an MR without
+	 * remote access fails there), and a rereg that adds remote access
+	 * keeps the rkey the peer already has */
 	mr->ibmr.lkey = key;
-	mr->ibmr.rkey = (mr->access &
-			 (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-			  IBV_ACCESS_REMOTE_ATOMIC)) ?
-				key :
-				0;
+	mr->ibmr.rkey = key;
 }
 
 static void srn_mr_unpublish(struct srn_context *ctx, struct srn_mr *mr)
@@ -257,7 +261,7 @@ static struct ibv_mr *srn_reg_mr(struct ibv_pd *ibpd, void *addr, size_t length,
 	ctx->mr_by_index[mr->index] = mr;
 	ctx->nmr++;
 	mr->ibmr.handle = mr->index;
-	srn_mr_publish(ctx, mr);
+	srn_mr_publish(ctx, mr, 0);
 	pthread_mutex_unlock(&ctx->lock);
 	/* relaxed: a reference taken while the caller holds the PD; the
 	 * count publishes nothing (the puts release it) */
@@ -311,13 +315,79 @@ SRN_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
 	return 0;
 }
 
+/* The registration ibv_rereg_mr asks for, in nw (a copy of mr with the
+ * changes; its memory attached). -errno: the arguments are wrong (EINVAL)
+ * or the memory cannot be registered. */
+static int srn_rereg_prepare(struct srn_mr *mr, struct srn_mr *nw, int flags,
+			     struct ibv_pd *pd, void *addr, size_t length,
+			     int access)
+{
+	int err;
+
+	if (!flags || (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED))
+		return -EINVAL;
+	if ((flags & IBV_REREG_MR_CHANGE_PD) &&
+	    (!pd || pd->context != mr->ibmr.context))
+		return -EINVAL;
+	*nw = *mr;
+	memset(&nw->reg, 0, sizeof(nw->reg));
+	nw->shared = false;
+	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+		nw->ibmr.addr = addr;
+		nw->ibmr.length = length;
+		nw->iova = (uintptr_t)addr;
+	}
+	if (flags & IBV_REREG_MR_CHANGE_PD) {
+		nw->pd = to_spd(pd);
+		nw->ibmr.pd = pd;
+	}
+	if (flags & IBV_REREG_MR_CHANGE_ACCESS)
+		nw->access = (unsigned)access &
+			     ~(IBV_ACCESS_OPTIONAL_RANGE & ~SRN_ACCESS_DIRECT);
+	err = srn_mr_check_args(nw->ibmr.addr, nw->ibmr.length, nw->iova,
+				nw->access);
+	return err ? err : srn_mr_attach_memory(nw);
+}
+
+/*
+ * ibv_rereg_mr: the MR keeps its TPT index and its keys (applications keep
+ * using the rkey they sent their peers, as on hardware) with its new
+ * range, PD or access; the entry is unpublished while it changes. A
+ * same-host peer's cached mapping of the old memory is not used again:
+ * the peer's cache matches on iova and length too, which a new range
+ * changes (shm_responder.c). On failure the old registration stays.
+ */
 SRN_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd,
 			    void *addr, size_t length, int access)
 {
-	/* Changing a live registration in place is not supported; callers
-	 * get the documented "old MR is still valid" error. */
-	errno = EOPNOTSUPP;
-	return IBV_REREG_MR_ERR_INPUT;
+	struct srn_mr *mr = container_of(ibmr, struct srn_mr, ibmr);
+	struct srn_context *ctx = to_sctx(ibmr->context);
+	struct srn_mr old = *mr, nw;
+	int err = srn_rereg_prepare(mr, &nw, flags, pd, addr, length, access);
+
+	if (err) {
+		errno = -err;
+		return err == -EINVAL ? IBV_REREG_MR_ERR_INPUT :
+					IBV_REREG_MR_ERR_CMD;
+	}
+	pthread_mutex_lock(&ctx->lock);
+	srn_mr_unpublish(ctx, mr);
+	*mr = nw;
+	srn_mr_publish(ctx, mr, old.ibmr.lkey);
+	pthread_mutex_unlock(&ctx->lock);
+	if (nw.pd != old.pd) {
+		/* relaxed: taken while the caller holds the new PD */
+		atomic_fetch_add_explicit(&nw.pd->refs, 1,
+					  memory_order_relaxed);
+		/* release: pairs with the acquire in ibv_dealloc_pd */
+		atomic_fetch_sub_explicit(&old.pd->refs, 1,
+					  memory_order_release);
+	}
+	/* the new registration attached its memory itself (the same chunks,
+	 * shared, when the range did not change): drop the old one's */
+	if (old.shared)
+		srn_memreg_put(&old.reg);
+	return 0;
 }
 
 /*

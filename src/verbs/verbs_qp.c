@@ -104,6 +104,10 @@ static int srn_qp_transition(struct srn_qp *qp, enum ibv_qp_state cur,
 	if (next == IBV_QPS_RESET) {
 		srn_req_detach(qp);
 		srn_qp_reset_queues(qp);
+		/* its old completions go too (as libmlx5's cq clean) */
+		srn_cq_clean(qp->send_cq, qp->ibqpx.qp_base.qp_num);
+		if (qp->recv_cq != qp->send_cq)
+			srn_cq_clean(qp->recv_cq, qp->ibqpx.qp_base.qp_num);
 	}
 	srn_qp_set_state(qp, next);
 	if (next == IBV_QPS_RTR || next == IBV_QPS_RTS)
