@@ -304,11 +304,22 @@ void srn_progress_del(struct srn_pollable *p)
 void srn_progress_wake_at(uint64_t deadline_ns)
 {
 	struct itimerspec its = { 0 };
+	/* relaxed: a hint read without the lock, so that a deadline no
+	 * earlier than the armed one (a send queue retrying before its
+	 * stall is due, again and again) costs no process-wide lock; a
+	 * stale value only sends us to the locked check below. Written
+	 * under wake_lock (here and in srn_progress_on_timer) */
+	uint64_t armed =
+		__atomic_load_n(&srn_prog.next_wake_ns, __ATOMIC_RELAXED);
 
+	if (armed && deadline_ns >= armed)
+		return;
 	pthread_mutex_lock(&srn_prog.wake_lock);
 	if (srn_prog.timer_fd >= 0 &&
 	    (!srn_prog.next_wake_ns || deadline_ns < srn_prog.next_wake_ns)) {
-		srn_prog.next_wake_ns = deadline_ns;
+		/* relaxed: under wake_lock; the load above is a hint */
+		__atomic_store_n(&srn_prog.next_wake_ns, deadline_ns,
+				 __ATOMIC_RELAXED);
 		if (!deadline_ns)
 			deadline_ns = 1;
 		its.it_value.tv_sec = deadline_ns / 1000000000ull;
@@ -490,7 +501,9 @@ static void srn_progress_on_timer(struct srn_pollable *p, uint32_t events)
 	if (read(p->fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 		srn_dbg("timer read: %m");
 	pthread_mutex_lock(&srn_prog.wake_lock);
-	srn_prog.next_wake_ns = 0;
+	/* relaxed: under wake_lock (srn_progress_wake_at reads it without
+	 * as a hint) */
+	__atomic_store_n(&srn_prog.next_wake_ns, 0, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&srn_prog.wake_lock);
 	srn_progress_hooks_work(false); /* deadlines, ACKs held back */
 	if (srn_progress_napi()) { /* still polled? else listen again */
