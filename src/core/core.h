@@ -36,6 +36,7 @@
 #define SRN_MAX_MR (SRN_TPT_ENTRIES - 1)
 #define SRN_MAX_MR_SIZE (1ull << 40)
 #define SRN_MAX_PD 4096
+#define SRN_MAX_DM_SIZE (256u << 10) /* device memory per context */
 #define SRN_MAX_SRQ 1024
 #define SRN_MAX_SRQ_WR 16384
 #define SRN_MAX_AH 4096
@@ -84,6 +85,7 @@ struct srn_context {
 	pthread_mutex_t lock; /* object lists, handles, MR table */
 	struct srn_list qps, cqs, srqs;
 	uint32_t nqp, ncq, nsrq, npd, nmr, nah;
+	size_t dm_used; /* device memory allocated (dm.c) */
 	uint32_t next_handle;
 	/* key table: shared (peers map it read-only) and private half */
 	struct srn_seg tpt_seg;
@@ -150,6 +152,13 @@ static inline struct srn_pd *to_spd(struct ibv_pd *p)
 	return container_of(p, struct srn_pd, ibpd);
 }
 
+/* ---- dm.c ---- */
+struct ibv_dm *srn_alloc_dm(struct ibv_context *context,
+			    struct ibv_alloc_dm_attr *attr);
+int srn_free_dm(struct ibv_dm *dm);
+struct ibv_mr *srn_reg_dm_mr(struct ibv_pd *pd, struct ibv_dm *dm, uint64_t off,
+			     size_t length, unsigned int access);
+
 /* ---- memreg.c ---- */
 struct srn_chunk;
 
@@ -188,6 +197,9 @@ struct srn_mr {
 /* The owner lets same-host peers map the MR directly (SOFTRNIC_ACCESS_DIRECT
  * of <softrnic/direct.h>: an optional access flag, ignored elsewhere). */
 #define SRN_ACCESS_DIRECT (IBV_ACCESS_OPTIONAL_FIRST << 9)
+/* Internal, never in the TPT: an MR of device memory (core/dm.c), which
+ * may be empty */
+#define SRN_ACCESS_DM (1u << 31)
 
 /* What a key resolves to: a copy of its TPT entry, taken consistently. */
 struct srn_key_ref {
@@ -217,6 +229,8 @@ enum srn_key_err srn_key_check(const struct srn_tpt_shm *tpt, uint32_t key,
 			       struct srn_key_ref *ref);
 int srn_tpt_init(struct srn_context *ctx);
 void srn_tpt_fini(struct srn_context *ctx);
+struct ibv_mr *srn_mr_reg(struct ibv_pd *ibpd, void *addr, size_t length,
+			  uint64_t iova, unsigned access);
 int srn_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice,
 		  uint32_t flags, struct ibv_sge *sg, uint32_t num_sge);
 int srn_mr_export(struct srn_context *ctx, uint32_t key,

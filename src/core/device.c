@@ -203,7 +203,7 @@ int srn_query_device_ex(struct ibv_context *context,
 		return EINVAL;
 	memset(&ex, 0, sizeof(ex));
 	srn_fill_device_attr(&ex.orig_attr);
-	ex.max_dm_size = 0;
+	ex.max_dm_size = SRN_MAX_DM_SIZE; /* core/dm.c */
 	ex.phys_port_cnt_ex = 1;
 	/* CQE timestamps (verbs_cqex.c): CLOCK_MONOTONIC in ns, 64 bits */
 	ex.completion_timestamp_mask = UINT64_MAX;

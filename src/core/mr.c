@@ -186,8 +186,10 @@ static bool srn_mr_implicit(void *addr, size_t length, uint64_t iova,
 static int srn_mr_check_args(void *addr, size_t length, uint64_t iova,
 			     unsigned access)
 {
-	if (access & ~SRN_ACCESS_SUPPORTED)
+	if (access & ~(SRN_ACCESS_SUPPORTED | SRN_ACCESS_DM))
 		return -EINVAL;
+	if ((access & SRN_ACCESS_DM) && !length)
+		return 0; /* an empty MR of device memory, as devices allow */
 	if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
 	    !(access & IBV_ACCESS_LOCAL_WRITE))
 		return -EINVAL;
@@ -212,8 +214,8 @@ static int srn_mr_attach_memory(struct srn_mr *mr)
 	/* ODP: nothing is pinned or remapped at registration; the memory is
 	 * whatever is mapped at the address when it is used, and peers on
 	 * this host reach it with process_vm_* (srn_mr_export: not shared) */
-	if (mr->access & IBV_ACCESS_ON_DEMAND)
-		return 0;
+	if ((mr->access & IBV_ACCESS_ON_DEMAND) || !mr->ibmr.length)
+		return 0; /* (an empty MR of device memory: nothing either) */
 	if (!(mr->access & SRN_ACCESS_SHARED))
 		return srn_memreg_check(addr, mr->ibmr.length, false);
 	err = srn_memreg_get(&mr->reg, addr, mr->ibmr.length, need_write);
@@ -227,8 +229,8 @@ static int srn_mr_attach_memory(struct srn_mr *mr)
 	return err;
 }
 
-static struct ibv_mr *srn_reg_mr(struct ibv_pd *ibpd, void *addr, size_t length,
-				 uint64_t iova, unsigned access)
+struct ibv_mr *srn_mr_reg(struct ibv_pd *ibpd, void *addr, size_t length,
+			  uint64_t iova, unsigned access)
 {
 	struct srn_context *ctx = to_sctx(ibpd->context);
 	struct srn_mr *mr;
@@ -242,7 +244,9 @@ static struct ibv_mr *srn_reg_mr(struct ibv_pd *ibpd, void *addr, size_t length,
 		goto fail;
 	mr->pd = to_spd(ibpd);
 	/* optional flags are ignored, but for softrnic's own */
-	mr->access = access & ~(IBV_ACCESS_OPTIONAL_RANGE & ~SRN_ACCESS_DIRECT);
+	mr->access = access &
+		     ~(IBV_ACCESS_OPTIONAL_RANGE & ~SRN_ACCESS_DIRECT) &
+		     ~SRN_ACCESS_DM;
 	mr->iova = iova;
 	mr->ibmr.context = ibpd->context;
 	mr->ibmr.pd = ibpd;
@@ -280,21 +284,21 @@ fail:
 SRN_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr,
 				     size_t length, int access)
 {
-	return srn_reg_mr(pd, addr, length, (uintptr_t)addr, access);
+	return srn_mr_reg(pd, addr, length, (uintptr_t)addr, access);
 }
 
 SRN_EXPORT struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr,
 					  size_t length, uint64_t iova,
 					  int access)
 {
-	return srn_reg_mr(pd, addr, length, iova, access);
+	return srn_mr_reg(pd, addr, length, iova, access);
 }
 
 SRN_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr,
 					   size_t length, uint64_t iova,
 					   unsigned int access)
 {
-	return srn_reg_mr(pd, addr, length, iova, access);
+	return srn_mr_reg(pd, addr, length, iova, access);
 }
 
 SRN_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)

@@ -74,6 +74,9 @@ static void srn_ctx_set_ops(struct srn_context *ctx)
 	v->query_port = srn_query_port;
 	v->query_device_ex = srn_query_device_ex;
 	v->advise_mr = srn_advise_mr;
+	v->alloc_dm = srn_alloc_dm;
+	v->free_dm = srn_free_dm;
+	v->reg_dm_mr = srn_reg_dm_mr;
 	v->alloc_td = srn_alloc_td;
 	v->dealloc_td = srn_dealloc_td;
 	v->alloc_parent_domain = srn_alloc_parent_domain;
