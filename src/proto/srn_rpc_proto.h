@@ -59,7 +59,8 @@ struct srn_rpc_slot {
 	uint32_t flags; /* SRN_RPC_SLOT_* */
 	uint32_t waiting; /* transmit slots: the caller sleeps on seq */
 	uint32_t aux_gen; /* transmit: aux generation the reply was written in */
-	uint8_t rsvd[SRN_RPC_SLOT_CTL - 20];
+	uint32_t ack; /* transmit: the caller is done with reply number ack */
+	uint8_t rsvd[SRN_RPC_SLOT_CTL - 24];
 	uint8_t data[SRN_RPC_SLOT_INLINE];
 };
 static_assert(sizeof(struct srn_rpc_slot) == SRN_RPC_SLOT_SIZE, "slot size");
@@ -84,7 +85,7 @@ struct srn_rpc_wctl {
 	uint32_t state; /* enum srn_rpc_wstate */
 	uint32_t next; /* the call number the next caller uses */
 	uint32_t aux_gen;
-	uint32_t rsvd0;
+	uint32_t owner; /* pid of the claimer (a hint: dead claimers) */
 	struct srn_rpc_wstat stat;
 	uint8_t rsvd[SRN_RPC_LINE - 16 - sizeof(struct srn_rpc_wstat)];
 };

@@ -134,6 +134,7 @@ static enum clnt_stat srn_rpc_clnt_call_locked(struct srn_rpc_clnt *ct,
 {
 	struct srn_rpc_worker *w;
 	uint32_t old, n, len, flags;
+	enum clnt_stat st;
 	int i, rc;
 
 	i = srn_rpc_claim(&ct->seg, ct->sock, ms, &old);
@@ -149,9 +150,13 @@ static enum clnt_stat srn_rpc_clnt_call_locked(struct srn_rpc_clnt *ct,
 	}
 	srn_rpc_publish(w, n, len, flags, old);
 	rc = srn_rpc_reply_wait(w, n, ct->sock, ms);
-	if (rc)
+	if (rc) {
+		srn_rpc_reply_ack(w, n); /* abandoned: the slot is free */
 		return rc == -ETIMEDOUT ? RPC_TIMEDOUT : RPC_CANTRECV;
-	return srn_rpc_clnt_decode(ct, (unsigned)i, n, xres, resp);
+	}
+	st = srn_rpc_clnt_decode(ct, (unsigned)i, n, xres, resp);
+	srn_rpc_reply_ack(w, n);
+	return st;
 }
 
 static enum clnt_stat srn_rpc_clnt_call(CLIENT *cl, rpcproc_t proc,
@@ -228,6 +233,12 @@ static bool_t srn_rpc_clnt_control(CLIENT *cl, u_int rq, void *info)
 		return TRUE;
 	case CLGET_VERS:
 		*(rpcvers_t *)info = ct->vers;
+		return TRUE;
+	case CLSET_PROG:
+		ct->prog = *(rpcprog_t *)info;
+		return TRUE;
+	case CLSET_VERS:
+		ct->vers = *(rpcvers_t *)info;
 		return TRUE;
 	case CLSET_FD_CLOSE:
 	case CLSET_FD_NCLOSE:

@@ -173,7 +173,7 @@ static void srn_rpc_server_join(struct srn_rpc_server *srv)
 	if (srv->rx_started)
 		pthread_join(srv->rx_tid, NULL);
 	srv->rx_started = false;
-	for (i = 1; i < srv->max_workers; i++) {
+	for (i = 1; srv->wl && i < srv->max_workers; i++) {
 		if (srv->wl[i].started)
 			pthread_join(srv->wl[i].tid, NULL);
 		srv->wl[i].started = false;

@@ -168,10 +168,15 @@ static int srn_rpc_claim_pass(const struct srn_rpc_seg *seg, uint32_t want)
 		/* acq_rel: pairs with the release in srn_rpc_worker_free
 		 * (we read ctl.next after it) and with the CAS in
 		 * srn_rpc_worker_sleep; acquire on failure, same pairing */
-		if (__atomic_compare_exchange_n(st, &cur, SRN_RPC_RUNNING,
-						false, __ATOMIC_ACQ_REL,
-						__ATOMIC_ACQUIRE))
-			return (int)i;
+		if (!__atomic_compare_exchange_n(st, &cur, SRN_RPC_RUNNING,
+						 false, __ATOMIC_ACQ_REL,
+						 __ATOMIC_ACQUIRE))
+			continue;
+		/* relaxed: a hint for srn_rpc_worker_await_claimed, which
+		 * only asks whether this process still lives */
+		__atomic_store_n(&srn_rpc_seg_worker(seg, i)->ctl.owner,
+				 (uint32_t)getpid(), __ATOMIC_RELAXED);
+		return (int)i;
 	}
 	return -1;
 }
@@ -265,6 +270,8 @@ void srn_rpc_worker_free(const struct srn_rpc_seg *seg,
 	struct srn_rpc_seg_hdr *h = seg->hdr;
 
 	w->ctl.next = next;
+	/* relaxed: a hint, see srn_rpc_claim_pass */
+	__atomic_store_n(&w->ctl.owner, 0, __ATOMIC_RELAXED);
 	/* release: next before the state; pairs with the acq_rel CAS in
 	 * srn_rpc_claim_pass */
 	__atomic_store_n(&w->ctl.state, SRN_RPC_SPINNING, __ATOMIC_RELEASE);
@@ -296,6 +303,14 @@ void srn_rpc_reply_publish(struct srn_rpc_worker *w, uint32_t n, uint32_t len,
 	/* relaxed: ordered by the fence above */
 	if (__atomic_load_n(&s->waiting, __ATOMIC_RELAXED))
 		srn_rpc_futex_wake(&s->seq);
+}
+
+/* The caller is done with reply n: the worker may reuse its slot. */
+void srn_rpc_reply_ack(struct srn_rpc_worker *w, uint32_t n)
+{
+	/* release: our reads of the reply before the ack; pairs with the
+	 * acquire in srn_rpc_load_acquire (srn_rpc_tx_wait_ack) */
+	__atomic_store_n(&w->tx[n & 1].ack, n, __ATOMIC_RELEASE);
 }
 
 /*

@@ -27,14 +27,37 @@ static int64_t srn_rpc_spin_budget(const struct srn_rpc_wlocal *wl)
 	return wl->gap_ns * 2 > 2000 ? wl->gap_ns * 2 : 2000;
 }
 
-/* Claimed while about to sleep: the caller is writing, no wake comes. */
+/* Did the claimer die between its claim and its publish? */
+static bool srn_rpc_claimer_dead(struct srn_rpc_wlocal *wl, int64_t since)
+{
+	/* relaxed: a hint; pairs with nothing (see srn_rpc_claim_pass) */
+	uint32_t pid = __atomic_load_n(&wl->w->ctl.owner, __ATOMIC_RELAXED);
+	int64_t waited = srn_rpc_now_ns() - since;
+
+	if (waited < 50000000)
+		return false;
+	if (pid)
+		return kill((pid_t)pid, 0) < 0 && errno == ESRCH;
+	return waited > 1000000000; /* died right after its claim */
+}
+
+/*
+ * Claimed while about to sleep: the caller is writing, no wake comes, so
+ * the worker yields until the call is there. -EAGAIN: the claimer died
+ * before publishing (the worker frees itself for call n again).
+ */
 static int srn_rpc_worker_await_claimed(struct srn_rpc_wlocal *wl,
 					struct srn_rpc_slot *s)
 {
+	int64_t since = srn_rpc_now_ns();
+	unsigned k = 0;
+
 	while (srn_rpc_load_acquire(&s->seq) != wl->n) {
 		if (srn_rpc_stopping(wl->srv))
 			return -EINTR;
 		sched_yield();
+		if ((++k & 255) == 0 && srn_rpc_claimer_dead(wl, since))
+			return -EAGAIN;
 	}
 	return 0;
 }
@@ -63,6 +86,10 @@ static int srn_rpc_worker_sleep(struct srn_rpc_wlocal *wl,
 		if (srn_rpc_futex_wait(&s->seq, v, tmo) != -ETIMEDOUT)
 			continue;
 		wl->w->ctl.stat.timeouts++;
+		/* relaxed: claimed but not published after a whole timeout:
+		 * a hint to look after the claimer */
+		if (__atomic_load_n(st, __ATOMIC_RELAXED) == SRN_RPC_RUNNING)
+			return srn_rpc_worker_await_claimed(wl, s);
 		if (++wl->idle_timeouts == 20 &&
 		    wl->idx >= wl->srv->min_workers)
 			/* relaxed: only the state changes, no data is handed
@@ -153,6 +180,22 @@ static void srn_rpc_reply_mismatch(struct srn_rpc_wlocal *wl)
 	SVC_REPLY(&wl->xprt, &r);
 }
 
+/* A call of another RPC version (libtirpc's xdr_callmsg refuses it):
+ * its xid, direction and version, for the RPC_MISMATCH reply. */
+static bool srn_rpc_other_version(struct srn_rpc_wlocal *wl, uint8_t *buf,
+				  uint32_t len)
+{
+	uint32_t xid, dir, vers;
+	XDR x;
+
+	xdrmem_create(&x, (char *)buf, len, XDR_DECODE);
+	if (!xdr_u_int32_t(&x, &xid) || !xdr_u_int32_t(&x, &dir) ||
+	    !xdr_u_int32_t(&x, &vers) || dir != CALL || vers == RPC_MSG_VERSION)
+		return false;
+	wl->xid = xid;
+	return true;
+}
+
 /* Where the message of call wl->n is, bounds-checked; NULL: drop it. */
 static uint8_t *srn_rpc_call_buf(struct srn_rpc_wlocal *wl, uint32_t *len_p)
 {
@@ -179,19 +222,21 @@ static void srn_rpc_worker_serve(struct srn_rpc_wlocal *wl)
 	int why;
 
 	wl->w->ctl.stat.calls++;
+	/* relaxed: a hint (a pid to ask whether the caller lives) */
+	wl->owner = __atomic_load_n(&wl->w->ctl.owner, __ATOMIC_RELAXED);
 	if (!buf)
 		goto out;
 	xdrmem_create(&wl->args, (char *)buf, len, XDR_DECODE);
 	memset(&msg, 0, sizeof(msg));
 	msg.rm_call.cb_cred.oa_base = wl->cred;
 	msg.rm_call.cb_verf.oa_base = wl->cred + MAX_AUTH_BYTES;
-	if (!xdr_callmsg(&wl->args, &msg) || msg.rm_direction != CALL)
-		goto out; /* malformed: dropped */
-	wl->xid = msg.rm_xid;
-	if (msg.rm_call.cb_rpcvers != RPC_MSG_VERSION) {
+	if (srn_rpc_other_version(wl, buf, len)) {
 		srn_rpc_reply_mismatch(wl);
 		goto out;
 	}
+	if (!xdr_callmsg(&wl->args, &msg) || msg.rm_direction != CALL)
+		goto out; /* malformed: dropped */
+	wl->xid = msg.rm_xid;
 	memset(&req, 0, sizeof(req));
 	req.rq_prog = msg.rm_call.cb_prog;
 	req.rq_vers = msg.rm_call.cb_vers;
@@ -214,10 +259,18 @@ void *srn_rpc_worker_main(void *arg)
 	struct srn_rpc_wlocal *wl = arg;
 	struct srn_rpc_server *srv = wl->srv;
 	int64_t t;
+	int rc;
 
 	wl->n = wl->w->ctl.next;
 	srn_rpc_worker_free(&srv->seg, wl->w, wl->n);
-	while (srn_rpc_worker_wait(wl) == 0) {
+	for (;;) {
+		rc = srn_rpc_worker_wait(wl);
+		if (rc == -EAGAIN) {
+			srn_rpc_worker_free(&srv->seg, wl->w, wl->n);
+			continue;
+		}
+		if (rc)
+			break;
 		t = srn_rpc_now_ns();
 		if (wl->last_call_ns)
 			wl->gap_ns =

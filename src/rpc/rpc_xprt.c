@@ -9,6 +9,8 @@
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
+#include <sched.h>
+#include <signal.h>
 #include <string.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -67,6 +69,35 @@ static bool_t srn_rpc_xp_control(SVCXPRT *xprt, const u_int rq, void *in)
 	return FALSE;
 }
 
+/*
+ * Before reusing a transmit slot, the caller of its last reply must be
+ * done with it (srn_rpc_reply_ack): the worker waits (it may spin) until
+ * then, unless that caller died, or for a second at most (a stopped
+ * caller then finds its reply overwritten and fails the call).
+ */
+static void srn_rpc_tx_wait_ack(struct srn_rpc_wlocal *wl, unsigned slot)
+{
+	struct srn_rpc_slot *s = &wl->w->tx[slot];
+	int64_t end = 0;
+	unsigned k = 0;
+
+	if (!wl->tx_n[slot])
+		return;
+	while (srn_rpc_load_acquire(&s->ack) != wl->tx_n[slot]) {
+		if ((++k & 1023) != 0) {
+			__builtin_ia32_pause();
+			continue;
+		}
+		if (!end)
+			end = srn_rpc_now_ns() + 1000000000;
+		if (srn_rpc_now_ns() > end ||
+		    (wl->tx_pid[slot] && kill((pid_t)wl->tx_pid[slot], 0) < 0 &&
+		     errno == ESRCH))
+			return;
+		sched_yield();
+	}
+}
+
 /* A reply to a same-host caller: inline if it fits, else the aux area. */
 static bool_t srn_rpc_reply_shm(struct srn_rpc_wlocal *wl, struct rpc_msg *m)
 {
@@ -75,6 +106,9 @@ static bool_t srn_rpc_reply_shm(struct srn_rpc_wlocal *wl, struct rpc_msg *m)
 	uint32_t gen;
 	XDR x;
 
+	srn_rpc_tx_wait_ack(wl, wl->n & 1);
+	wl->tx_n[wl->n & 1] = wl->n;
+	wl->tx_pid[wl->n & 1] = wl->owner;
 	xdrmem_create(&x, (char *)s->data, SRN_RPC_SLOT_INLINE, XDR_ENCODE);
 	if (xdr_replymsg(&x, m)) {
 		srn_rpc_reply_publish(w, wl->n, xdr_getpos(&x), 0);

@@ -47,6 +47,7 @@ void srn_rpc_reply_publish(struct srn_rpc_worker *w, uint32_t n, uint32_t len,
 int srn_rpc_reply_wait(struct srn_rpc_worker *w, uint32_t n, int alive_fd,
 		       long timeout_ms);
 uint32_t srn_rpc_load_acquire(const uint32_t *word);
+void srn_rpc_reply_ack(struct srn_rpc_worker *w, uint32_t n);
 int64_t srn_rpc_now_ns(void);
 
 /* rpc_server.c */
@@ -92,6 +93,8 @@ struct srn_rpc_wlocal {
 	char machname[MAX_MACHINE_NAME + 1];
 	gid_t gids[NGRPS];
 	uint32_t net_n; /* the call number the receiver published */
+	uint32_t tx_n[2], tx_pid[2]; /* last same-host reply per slot */
+	uint32_t owner; /* the claimer of the call being served */
 	int net_kind;
 	/* spin budget */
 	int64_t last_call_ns, gap_ns;
