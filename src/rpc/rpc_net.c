@@ -66,14 +66,20 @@ int srn_rpc_net_open(struct srn_rpc_server *srv)
 	return rc;
 }
 
+static void srn_rpc_grow(struct srn_rpc_server *srv)
+{
+	if (srv->nstarted < srv->max_workers &&
+	    srn_rpc_worker_start(srv, srv->nstarted) == 0)
+		srv->nstarted++;
+}
+
 static struct srn_rpc_worker *srn_rpc_net_claim(struct srn_rpc_server *srv,
 						unsigned *i_p, uint32_t *old_p)
 {
 	int i = srn_rpc_claim(&srv->seg, -1, 0, old_p);
 
-	if (i < 0 && srv->nstarted < srv->max_workers &&
-	    srn_rpc_worker_start(srv, srv->nstarted) == 0)
-		srv->nstarted++;
+	if (i < 0)
+		srn_rpc_grow(srv);
 	while (i < 0 && !srn_rpc_stopping(srv))
 		i = srn_rpc_claim(&srv->seg, -1, 100, old_p);
 	if (i < 0)
@@ -227,6 +233,20 @@ static int srn_rpc_tcp_records(struct srn_rpc_server *srv,
 	}
 }
 
+/* A same-host client found no free worker (a byte), or left (EOF). */
+static int srn_rpc_unix_input(struct srn_rpc_server *srv,
+			      struct srn_rpc_conn *c)
+{
+	char b[64];
+	ssize_t k = recv(c->fd, b, sizeof(b), MSG_DONTWAIT);
+
+	if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR))
+		return -1;
+	if (k > 0)
+		srn_rpc_grow(srv);
+	return 0;
+}
+
 /* Reads what a TCP connection has; -1: drop the connection. */
 static int srn_rpc_tcp_input(struct srn_rpc_server *srv, struct srn_rpc_conn *c)
 {
@@ -235,7 +255,7 @@ static int srn_rpc_tcp_input(struct srn_rpc_server *srv, struct srn_rpc_conn *c)
 	void *nb;
 
 	if (c->unix_peer)
-		return -1; /* a same-host client sends nothing: it left */
+		return srn_rpc_unix_input(srv, c);
 	if (want > SRN_RPC_NET_MAX + 65536 + 4)
 		return -1;
 	if (want > c->cap) {

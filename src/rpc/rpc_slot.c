@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -212,13 +213,16 @@ static bool srn_rpc_peer_gone(int fd)
  * parked one last. With none free, sleeps on the segment's idle_seq until
  * a worker frees itself (srn_rpc_worker_free) or timeout_ms passes.
  * Returns the worker's index, -ETIMEDOUT, or -EPIPE when alive_fd (the
- * server's socket, -1 for none) reports the server gone.
+ * server's socket, -1 for none) reports the server gone. Before its first
+ * wait, a caller with a socket sends a byte on it: the server's receiver
+ * then starts another worker if it may (srn_rpc_unix_input).
  */
 int srn_rpc_claim(const struct srn_rpc_seg *seg, int alive_fd, long timeout_ms,
 		  uint32_t *old_p)
 {
 	struct srn_rpc_seg_hdr *h = seg->hdr;
 	int64_t end = srn_rpc_now_ns() + timeout_ms * 1000000;
+	unsigned asked = 0;
 	uint32_t seen;
 	int i;
 
@@ -232,6 +236,9 @@ int srn_rpc_claim(const struct srn_rpc_seg *seg, int alive_fd, long timeout_ms,
 			return -EPIPE;
 		if (srn_rpc_now_ns() >= end)
 			return -ETIMEDOUT;
+		if (alive_fd >= 0 && !asked++)
+			/* a same-host caller asks the server for a worker */
+			send(alive_fd, "w", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
 		/* seq_cst: the store of waiters before the re-scan; pairs
 		 * with the fence in srn_rpc_worker_free */
 		__atomic_fetch_add(&h->waiters, 1, __ATOMIC_SEQ_CST);

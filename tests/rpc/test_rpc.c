@@ -133,6 +133,9 @@ static CLIENT *client(const char *type)
 	return srn_clnt_create(host, CALC_PROG, CALC_VERS, type);
 }
 
+static int count_threads_of(const char *dir);
+static pid_t server_pid;
+
 static bool is_udp(void)
 {
 	return strstr(nettype, "udp") != NULL;
@@ -237,12 +240,18 @@ static void *thread_calls(void *arg)
 static void test_threads(void)
 {
 	pthread_t t[6];
+	char dir[64];
 	long i;
 
 	for (i = 0; i < 6; i++)
 		pthread_create(&t[i], NULL, thread_calls, (void *)i);
 	for (i = 0; i < 6; i++)
 		pthread_join(t[i], NULL);
+	snprintf(dir, sizeof(dir), "/proc/%d/task", (int)server_pid);
+	/* worker 0 (main), the receiver, and the worker the load added */
+	CHECK(!server_pid || count_threads_of(dir) == 3,
+	      "server threads %d, not 3 (max_workers 2)",
+	      count_threads_of(dir));
 }
 
 static enum clnt_stat call_as(CLIENT *cl, rpcprog_t prog, rpcvers_t vers,
@@ -461,9 +470,9 @@ static void test_malformed(void)
 	}
 }
 
-static int count_threads(void)
+static int count_threads_of(const char *dir)
 {
-	DIR *d = opendir("/proc/self/task");
+	DIR *d = opendir(dir);
 	struct dirent *e;
 	int n = 0;
 
@@ -472,6 +481,11 @@ static int count_threads(void)
 	if (d)
 		closedir(d);
 	return n;
+}
+
+static int count_threads(void)
+{
+	return count_threads_of("/proc/self/task");
 }
 
 static void *run_thread(void *arg)
@@ -585,6 +599,7 @@ int main(int argc, char **argv)
 		test_api();
 	} else {
 		srv = server_start(1, 2);
+		server_pid = srv;
 		if (!strcmp(what, "calls"))
 			test_calls();
 		else if (!strcmp(what, "threads"))
