@@ -256,6 +256,22 @@ static const struct clnt_ops srn_rpc_clnt_ops = {
 	.cl_control = srn_rpc_clnt_control,
 };
 
+/*
+ * libtirpc 1.3.3's authnone_create reads its singleton before taking its
+ * lock: two threads creating clients at once both allocate one, and one
+ * leaks. Ours are created one at a time.
+ */
+static AUTH *srn_rpc_authnone(void)
+{
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	AUTH *a;
+
+	pthread_mutex_lock(&lock);
+	a = authnone_create();
+	pthread_mutex_unlock(&lock);
+	return a;
+}
+
 /* Connects to the server's socket and receives the segment. */
 static int srn_rpc_clnt_find(rpcprog_t prog, rpcvers_t vers, int *fd_p)
 {
@@ -310,7 +326,7 @@ CLIENT *srn_rpc_clnt_shm_create(rpcprog_t prog, rpcvers_t vers)
 	ct->timeout.tv_sec = 25;
 	pthread_mutex_init(&ct->lock, NULL);
 	ct->cl.cl_ops = (struct clnt_ops *)&srn_rpc_clnt_ops;
-	ct->cl.cl_auth = authnone_create();
+	ct->cl.cl_auth = srn_rpc_authnone();
 	ct->cl.cl_netid = "shm";
 	ct->cl.cl_tp = "softrnic";
 	return &ct->cl;

@@ -70,20 +70,22 @@ static bool_t srn_rpc_xp_control(SVCXPRT *xprt, const u_int rq, void *in)
 }
 
 /*
- * Before reusing a transmit slot, the caller of its last reply must be
- * done with it (srn_rpc_reply_ack): the worker waits (it may spin) until
- * then, unless that caller died, or for a second at most (a stopped
+ * Before reusing a transmit slot (or the transmit aux area), the caller of
+ * reply want (its last user) must be done with it (srn_rpc_reply_ack;
+ * later acks of the same slot imply it): the worker waits (it may spin)
+ * until then, unless that caller died, or for a second at most (a stopped
  * caller then finds its reply overwritten and fails the call).
  */
-static void srn_rpc_tx_wait_ack(struct srn_rpc_wlocal *wl, unsigned slot)
+static void srn_rpc_tx_wait_ack(struct srn_rpc_wlocal *wl, uint32_t want,
+				uint32_t pid)
 {
-	struct srn_rpc_slot *s = &wl->w->tx[slot];
+	struct srn_rpc_slot *s = &wl->w->tx[want & 1];
 	int64_t end = 0;
 	unsigned k = 0;
 
-	if (!wl->tx_n[slot])
+	if (!want)
 		return;
-	while (srn_rpc_load_acquire(&s->ack) != wl->tx_n[slot]) {
+	while ((int32_t)(srn_rpc_load_acquire(&s->ack) - want) < 0) {
 		if ((++k & 1023) != 0) {
 			__builtin_ia32_pause();
 			continue;
@@ -91,8 +93,7 @@ static void srn_rpc_tx_wait_ack(struct srn_rpc_wlocal *wl, unsigned slot)
 		if (!end)
 			end = srn_rpc_now_ns() + 1000000000;
 		if (srn_rpc_now_ns() > end ||
-		    (wl->tx_pid[slot] && kill((pid_t)wl->tx_pid[slot], 0) < 0 &&
-		     errno == ESRCH))
+		    (pid && kill((pid_t)pid, 0) < 0 && errno == ESRCH))
 			return;
 		sched_yield();
 	}
@@ -106,7 +107,7 @@ static bool_t srn_rpc_reply_shm(struct srn_rpc_wlocal *wl, struct rpc_msg *m)
 	uint32_t gen;
 	XDR x;
 
-	srn_rpc_tx_wait_ack(wl, wl->n & 1);
+	srn_rpc_tx_wait_ack(wl, wl->tx_n[wl->n & 1], wl->tx_pid[wl->n & 1]);
 	wl->tx_n[wl->n & 1] = wl->n;
 	wl->tx_pid[wl->n & 1] = wl->owner;
 	xdrmem_create(&x, (char *)s->data, SRN_RPC_SLOT_INLINE, XDR_ENCODE);
@@ -116,6 +117,9 @@ static bool_t srn_rpc_reply_shm(struct srn_rpc_wlocal *wl, struct rpc_msg *m)
 	}
 	/* a seqlock: the caller of an older reply still reading the area
 	 * sees aux_gen move and drops what it read */
+	srn_rpc_tx_wait_ack(wl, wl->aux_n, wl->aux_pid);
+	wl->aux_n = wl->n;
+	wl->aux_pid = wl->owner;
 	gen = w->ctl.aux_gen + 1;
 	/* relaxed: the fence below orders it before the area's stores */
 	__atomic_store_n(&w->ctl.aux_gen, gen, __ATOMIC_RELAXED);

@@ -94,6 +94,7 @@ struct srn_rpc_wlocal {
 	gid_t gids[NGRPS];
 	uint32_t net_n; /* the call number the receiver published */
 	uint32_t tx_n[2], tx_pid[2]; /* last same-host reply per slot */
+	uint32_t aux_n, aux_pid; /* last same-host reply in the aux area */
 	uint32_t owner; /* the claimer of the call being served */
 	int net_kind;
 	/* spin budget */
