@@ -88,6 +88,24 @@ static struct srn_rpc_worker *srn_rpc_net_claim(struct srn_rpc_server *srv,
 	return srn_rpc_seg_worker(&srv->seg, (unsigned)i);
 }
 
+/*
+ * Decodes the call header's fixed words (xid, direction, RPC version,
+ * program, version, procedure) with libtirpc: anything that is not a call
+ * is dropped here, without waking a worker.
+ */
+static bool srn_rpc_net_is_call(const uint8_t *msg, size_t len)
+{
+	uint32_t w[6];
+	unsigned i;
+	XDR x;
+
+	xdrmem_create(&x, (char *)msg, (u_int)len, XDR_DECODE);
+	for (i = 0; i < 6; i++)
+		if (!xdr_u_int32_t(&x, &w[i]))
+			return false;
+	return w[1] == CALL;
+}
+
 /* Hands one network call to a waiting worker (it holds a conn ref). */
 int srn_rpc_hand_off(struct srn_rpc_server *srv, const uint8_t *msg, size_t len,
 		     int kind, const struct sockaddr_storage *peer,
@@ -100,6 +118,8 @@ int srn_rpc_hand_off(struct srn_rpc_server *srv, const uint8_t *msg, size_t len,
 
 	if (len > SRN_RPC_AUX_SIZE)
 		return -EMSGSIZE;
+	if (!srn_rpc_net_is_call(msg, len))
+		return -EPROTO;
 	w = srn_rpc_net_claim(srv, &i, &old);
 	if (!w)
 		return -EINTR;
