@@ -529,6 +529,30 @@ static void api_create_errors(void)
 	srn_rpc_server_destroy(NULL);
 }
 
+/* CLSET_TIMEOUT / CLGET_TIMEOUT; a peer of another uid gets no segment. */
+static void api_clnt_control(CLIENT *cl)
+{
+	struct timeval set = { 2, 500000 }, got = { 0, 0 };
+	int st = 0;
+	pid_t pid;
+
+	CHECK(clnt_control(cl, CLSET_TIMEOUT, (char *)&set) &&
+		      clnt_control(cl, CLGET_TIMEOUT, (char *)&got) &&
+		      got.tv_sec == 2 && got.tv_usec == 500000,
+	      "CLSET/CLGET_TIMEOUT");
+	if (geteuid() != 0)
+		return; /* cannot become another user */
+	pid = fork();
+	if (pid == 0) {
+		if (setgid(65534) || setuid(65534))
+			_exit(2);
+		_exit(client("shm") ? 1 : 0);
+	}
+	waitpid(pid, &st, 0);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	      "a client of uid 65534 got the segment (%#x)", st);
+}
+
 static void api_clnt_errors(void)
 {
 	char host[64];
@@ -574,8 +598,10 @@ static void test_api(void)
 	CHECK(count_threads() >= base + 3, "threads: %d", count_threads());
 	cl = client("shm");
 	CHECK(cl, "shm client");
-	if (cl)
+	if (cl) {
 		check_small(cl);
+		api_clnt_control(cl);
+	}
 	srn_rpc_server_stop(s);
 	pthread_join(t, &rc);
 	CHECK(rc == NULL, "run returned %ld", (long)rc);
