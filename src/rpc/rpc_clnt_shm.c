@@ -79,9 +79,9 @@ static bool srn_rpc_clnt_encode(struct srn_rpc_clnt *ct, unsigned i, uint32_t n,
 static bool srn_rpc_clnt_reply_ok(struct srn_rpc_worker *w, uint32_t n,
 				  uint32_t flags, uint32_t gen)
 {
-	/* acquire: the decoding's loads before the checks; pairs with the
-	 * release fence in srn_rpc_reply_shm */
-	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	/* full barrier: the decoding's loads before the checks; pairs with
+	 * the barrier in srn_rpc_reply_shm */
+	srn_smp_mb();
 	if (flags & SRN_RPC_SLOT_AUX)
 		/* relaxed: ordered by the fence above */
 		return __atomic_load_n(&w->ctl.aux_gen, __ATOMIC_RELAXED) ==

@@ -162,6 +162,7 @@ static int srn_rpc_server_start(struct srn_rpc_server *srv)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc)
 		return rc;
+	pthread_setname_np(srv->rx_tid, "srn-rpc-recv");
 	srv->rx_started = true;
 	return 0;
 }

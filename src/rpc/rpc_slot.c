@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "rpc/srn_rpc.h"
+#include "util/srn_compiler.h"
 
 int64_t srn_rpc_now_ns(void)
 {
@@ -282,9 +283,9 @@ void srn_rpc_worker_free(const struct srn_rpc_seg *seg,
 	/* release: next before the state; pairs with the acq_rel CAS in
 	 * srn_rpc_claim_pass */
 	__atomic_store_n(&w->ctl.state, SRN_RPC_SPINNING, __ATOMIC_RELEASE);
-	/* seq_cst: the state store before reading waiters; pairs with the
-	 * fetch_add in srn_rpc_claim */
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	/* full barrier: the state store before reading waiters; pairs with
+	 * the fetch_add in srn_rpc_claim */
+	srn_smp_mb();
 	/* relaxed: ordered by the fence above */
 	if (__atomic_load_n(&h->waiters, __ATOMIC_RELAXED) == 0)
 		return;
@@ -304,9 +305,9 @@ void srn_rpc_reply_publish(struct srn_rpc_worker *w, uint32_t n, uint32_t len,
 	/* release: the reply before seq; pairs with the acquire in
 	 * srn_rpc_load_acquire (srn_rpc_reply_wait) */
 	__atomic_store_n(&s->seq, n, __ATOMIC_RELEASE);
-	/* seq_cst: seq before reading waiting; pairs with the exchange in
-	 * srn_rpc_reply_wait */
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	/* full barrier: seq before reading waiting; pairs with the exchange
+	 * in srn_rpc_reply_wait */
+	srn_smp_mb();
 	/* relaxed: ordered by the fence above */
 	if (__atomic_load_n(&s->waiting, __ATOMIC_RELAXED))
 		srn_rpc_futex_wake(&s->seq);

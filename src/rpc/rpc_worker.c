@@ -306,6 +306,7 @@ int srn_rpc_worker_start(struct srn_rpc_server *srv, unsigned i)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc)
 		return -rc;
+	pthread_setname_np(wl->tid, "srn-rpc-worker");
 	wl->started = true;
 	return 0;
 }

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "rpc/srn_rpc.h"
+#include "util/srn_compiler.h"
 
 void srn_rpc_conn_put(struct srn_rpc_conn *c)
 {
@@ -123,14 +124,14 @@ static bool_t srn_rpc_reply_shm(struct srn_rpc_wlocal *wl, struct rpc_msg *m)
 	gen = w->ctl.aux_gen + 1;
 	/* relaxed: the fence below orders it before the area's stores */
 	__atomic_store_n(&w->ctl.aux_gen, gen, __ATOMIC_RELAXED);
-	/* release: aux_gen (odd) before the area; pairs with the acquire
-	 * fence in srn_rpc_clnt_reply_ok */
-	__atomic_thread_fence(__ATOMIC_RELEASE);
+	/* full barrier: aux_gen (odd) before the area's stores; pairs with
+	 * the barrier in srn_rpc_clnt_reply_ok */
+	srn_smp_mb();
 	xdrmem_create(&x, (char *)wl->aux_out, SRN_RPC_AUX_SIZE, XDR_ENCODE);
 	if (!xdr_replymsg(&x, m))
 		return FALSE;
-	/* release: the area before the even aux_gen; pairs with the acquire
-	 * fence in srn_rpc_clnt_reply_ok */
+	/* release: the area before the even aux_gen; pairs with the barrier
+	 * in srn_rpc_clnt_reply_ok */
 	__atomic_store_n(&w->ctl.aux_gen, gen + 1, __ATOMIC_RELEASE);
 	s->aux_gen = gen + 1;
 	srn_rpc_reply_publish(w, wl->n, xdr_getpos(&x), SRN_RPC_SLOT_AUX);
