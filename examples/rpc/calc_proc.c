@@ -21,7 +21,9 @@ bool_t calc_echo_1_svc(calc_blob *arg, calc_blob *result, struct svc_req *req)
 	result->calc_blob_val = malloc(arg->calc_blob_len + 1);
 	if (!result->calc_blob_val)
 		return FALSE;
-	memcpy(result->calc_blob_val, arg->calc_blob_val, arg->calc_blob_len);
+	if (arg->calc_blob_len) /* an empty blob has no buffer */
+		memcpy(result->calc_blob_val, arg->calc_blob_val,
+		       arg->calc_blob_len);
 	return TRUE;
 }
 
