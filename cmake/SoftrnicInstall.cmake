@@ -26,7 +26,7 @@ include(${CMAKE_CURRENT_LIST_DIR}/SoftrnicDirs.cmake)
 # directory, with its SONAME link and its unversioned link (the latter is
 # what -libverbs finds through softrnic.pc; it is in the private directory,
 # never in a system one). Add a target here, e.g. rdmacm, to ship it.
-set(SOFTRNIC_INSTALL_LIBRARIES ibverbs)
+set(SOFTRNIC_INSTALL_LIBRARIES ibverbs softrnic_rpc)
 
 install(TARGETS ${SOFTRNIC_INSTALL_LIBRARIES}
 	LIBRARY DESTINATION ${SOFTRNIC_INSTALL_PRIVATE_LIBDIR})
@@ -39,14 +39,17 @@ configure_file(${PROJECT_SOURCE_DIR}/include/softrnic/version.h.in
 	${SOFTRNIC_GENERATED_INCLUDE_DIR}/softrnic/version.h @ONLY)
 install(FILES ${PROJECT_SOURCE_DIR}/include/softrnic/softrnic.h
 	${PROJECT_SOURCE_DIR}/include/softrnic/direct.h
+	${PROJECT_SOURCE_DIR}/include/softrnic/rpc.h
 	${SOFTRNIC_GENERATED_INCLUDE_DIR}/softrnic/version.h
 	DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/softrnic)
 
 # softrnic.pc is written at install time, for the prefix actually installed
 # into (cmake --install --prefix, or cpack's /usr), then installed.
-set(SOFTRNIC_PC_FILE ${CMAKE_BINARY_DIR}/pkgconfig/softrnic.pc)
+# softrnic-rpc.pc the same way, for libsoftrnic_rpc.
+foreach(pc softrnic softrnic-rpc)
+set(SOFTRNIC_PC_FILE ${CMAKE_BINARY_DIR}/pkgconfig/${pc}.pc)
 install(CODE "
-	set(SRN_PC_TEMPLATE \"${PROJECT_SOURCE_DIR}/cmake/softrnic.pc.in\")
+	set(SRN_PC_TEMPLATE \"${PROJECT_SOURCE_DIR}/cmake/${pc}.pc.in\")
 	set(SRN_PC_FILE \"${SOFTRNIC_PC_FILE}\")
 	set(SRN_PC_INCLUDEDIR \"${CMAKE_INSTALL_INCLUDEDIR}\")
 	set(SRN_PC_LIBDIR \"${SOFTRNIC_INSTALL_PRIVATE_LIBDIR}\")
@@ -64,6 +67,7 @@ install(CODE [[
 ]])
 install(FILES ${SOFTRNIC_PC_FILE}
 	DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+endforeach()
 
 install(FILES ${PROJECT_SOURCE_DIR}/docs/man/softrnic.1
 	DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)

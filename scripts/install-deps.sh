@@ -18,6 +18,7 @@ pkgs=(
 	clang libclang-rt-14-dev         # libFuzzer (wire parser)
 	iperf3                           # the TCP limit (bench-tcp.sh)
 	dpkg-dev file                    # the .deb: cpack's dpkg-shlibdeps, file
+	libtirpc-dev rpcbind spin        # softrnic RPC: XDR, rpcinfo, the model
 	"$@"
 )
 

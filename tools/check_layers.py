@@ -7,7 +7,9 @@ usage: check_layers.py SRC_DIR [BUILD_DIR]
 Layers, lowest first; a file may use (#include, or call a function defined
 in) its own folder and the layers below it, never a layer above:
 
-    proto  <  util  <  core  <  engine  <  transport/<name>  <  verbs
+    proto  <  util  <  core  <  engine  <  transport/<name>  <  verbs, rpc
+
+(rpc, softrnic's ONC-RPC layer, sits beside verbs: the two are siblings.)
 
 Transports are siblings: transport/a never uses transport/b, and no file
 outside transport/<name>/ names that transport (its symbols, its headers,
@@ -27,15 +29,23 @@ import subprocess
 import sys
 
 ORDER = ["proto", "util", "core", "engine", "transport", "verbs"]
+# Folders at the rank of a folder of ORDER (siblings of it).
+BESIDE = {"rpc": "verbs"}
 # Words that are also plain English in this code base (shared memory is
 # what the core's objects live in, whatever the transport).
 GENERIC_WORDS = {"shm"}
+# Folders where a transport's name is also a network protocol's (ONC-RPC's
+# netids "tcp" and "udp"): the bare word is allowed there, the transport's
+# symbols and headers are not.
+PROTOCOL_WORD_FOLDERS = {"rpc/"}
 
 
 def layer_of(rel):
     """(rank, folder) of a path relative to SRC_DIR."""
     parts = rel.split("/")
     top = parts[0]
+    if top in BESIDE:
+        return ORDER.index(BESIDE[top]), top
     if top not in ORDER:
         return None, None
     folder = "/".join(parts[:2]) if top == "transport" and len(parts) > 2 \
@@ -172,12 +182,15 @@ def transport_names(src):
     for name in names:
         pats = [rf"\bsrn_{name}_(?!proto\b)\w+", rf"\b{name}_transport\b",
                 rf"transport/{name}/"]
+        word = None
         if name not in GENERIC_WORDS:
-            pats.append(rf"(?i)\b{name}\b")
-        rx = [re.compile(p) for p in pats]
+            word = re.compile(rf"(?i)\b{name}\b")
         for rel, path in sources(src):
             if rel.startswith(f"transport/{name}/"):
                 continue
+            rx = [re.compile(p) for p in pats]
+            if word and not rel.startswith(tuple(PROTOCOL_WORD_FOLDERS)):
+                rx.append(word)
             for no, line in enumerate(open(path, encoding="utf-8"), 1):
                 for r in rx:
                     m = r.search(line)

@@ -57,6 +57,13 @@ fresh
 echo 'void srn_shm_poke(void);' >>"$tmp/src/engine/engine.h"
 expect_fail "engine names shm" "names transport shm"
 
+fresh # the RPC layer and verbs are siblings
+echo '#include "verbs/verbs.h"' >>"$tmp/src/rpc/rpc_slot.c"
+expect_fail "rpc includes verbs" "are siblings"
+fresh # the RPC layer may say tcp, not use the transport
+echo 'void srn_tcp_poke(void);' >>"$tmp/src/rpc/srn_rpc.h"
+expect_fail "rpc names the tcp transport" "names transport tcp"
+
 fresh # an include that is not a path from src/
 echo '#include "core.h"' >>"$tmp/src/core/pd.c"
 expect_fail "bare include" "not a path"

@@ -1,0 +1,340 @@
+// SPDX-License-Identifier: MIT
+/*
+ * softrnic RPC — the same-host CLIENT. Creating it finds the server by its
+ * abstract unix socket (SRN_RPC_SOCK_FMT), receives the segment's memfd and
+ * maps it (checked by srn_rpc_seg_map). A call claims a waiting worker,
+ * encodes the call with libtirpc into the worker's receive slot (or its
+ * auxiliary area), publishes it and waits for the reply in the transmit
+ * slot (rpc_slot.c). The socket stays open: when it reports the server
+ * gone, calls fail with RPC_CANTRECV instead of waiting out the timeout.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rpc/rpc_clnt.h"
+#include "util/srn_compiler.h"
+
+struct srn_rpc_clnt {
+	CLIENT cl;
+	int sock;
+	struct srn_rpc_seg seg;
+	rpcprog_t prog;
+	rpcvers_t vers;
+	uint32_t xid;
+	struct timeval timeout;
+	bool timeout_set;
+	struct rpc_err err;
+	pthread_mutex_t lock;
+};
+
+static struct srn_rpc_clnt *srn_rpc_ct(CLIENT *cl)
+{
+	return container_of(cl, struct srn_rpc_clnt, cl);
+}
+
+/* Encodes the call where it fits: the slot, else the aux area. */
+static bool srn_rpc_clnt_encode(struct srn_rpc_clnt *ct, unsigned i, uint32_t n,
+				rpcproc_t proc, xdrproc_t xargs, void *argsp,
+				uint32_t *len_p, uint32_t *fl_p)
+{
+	struct srn_rpc_worker *w = srn_rpc_seg_worker(&ct->seg, i);
+	struct rpc_msg m;
+	XDR x;
+	int pass;
+
+	memset(&m, 0, sizeof(m));
+	m.rm_xid = ct->xid;
+	m.rm_direction = CALL;
+	m.rm_call.cb_rpcvers = RPC_MSG_VERSION;
+	m.rm_call.cb_prog = ct->prog;
+	m.rm_call.cb_vers = ct->vers;
+	for (pass = 0; pass < 2; pass++) {
+		if (pass == 0)
+			xdrmem_create(&x, (char *)w->rx[n & 1].data,
+				      SRN_RPC_SLOT_INLINE, XDR_ENCODE);
+		else
+			xdrmem_create(&x,
+				      (char *)srn_rpc_seg_aux(&ct->seg, i, 0),
+				      SRN_RPC_AUX_SIZE, XDR_ENCODE);
+		if (xdr_callhdr(&x, &m) && xdr_u_int32_t(&x, &proc) &&
+		    AUTH_MARSHALL(ct->cl.cl_auth, &x) && xargs(&x, argsp)) {
+			*len_p = xdr_getpos(&x);
+			*fl_p = pass ? SRN_RPC_SLOT_AUX : 0;
+			return true;
+		}
+	}
+	*len_p = 0; /* the worker drops an empty call and frees itself */
+	*fl_p = 0;
+	return false;
+}
+
+/* Still ours after decoding? (a reply overwritten meanwhile is not) */
+static bool srn_rpc_clnt_reply_ok(struct srn_rpc_worker *w, uint32_t n,
+				  uint32_t flags, uint32_t gen)
+{
+	/* full barrier: the decoding's loads before the checks; pairs with
+	 * the barrier in srn_rpc_reply_shm */
+	srn_smp_mb();
+	if (flags & SRN_RPC_SLOT_AUX)
+		/* relaxed: ordered by the fence above */
+		return __atomic_load_n(&w->ctl.aux_gen, __ATOMIC_RELAXED) ==
+		       gen;
+	return srn_rpc_load_acquire(&w->tx[n & 1].seq) == n;
+}
+
+static enum clnt_stat srn_rpc_clnt_decode(struct srn_rpc_clnt *ct, unsigned i,
+					  uint32_t n, xdrproc_t xres,
+					  void *resp)
+{
+	struct srn_rpc_worker *w = srn_rpc_seg_worker(&ct->seg, i);
+	struct srn_rpc_slot *s = &w->tx[n & 1];
+	uint32_t len = s->len, flags = s->flags, gen = s->aux_gen;
+	uint8_t *buf = s->data;
+	struct rpc_msg r;
+	bool ok;
+	XDR x;
+
+	if (flags & SRN_RPC_SLOT_AUX)
+		buf = srn_rpc_seg_aux(&ct->seg, i, 1);
+	if (len >
+	    (flags & SRN_RPC_SLOT_AUX ? SRN_RPC_AUX_SIZE : SRN_RPC_SLOT_INLINE))
+		return RPC_CANTDECODERES;
+	memset(&r, 0, sizeof(r));
+	r.acpted_rply.ar_verf = _null_auth;
+	r.acpted_rply.ar_results.where = resp;
+	r.acpted_rply.ar_results.proc = xres;
+	xdrmem_create(&x, (char *)buf, len, XDR_DECODE);
+	ok = xdr_replymsg(&x, &r);
+	if (!srn_rpc_clnt_reply_ok(w, n, flags, gen)) {
+		xdr_free(xres, resp);
+		return RPC_CANTRECV;
+	}
+	if (!ok || r.rm_xid != ct->xid)
+		return RPC_CANTDECODERES;
+	_seterr_reply(&r, &ct->err);
+	return ct->err.re_status;
+}
+
+static long srn_rpc_ms(struct timeval tv)
+{
+	return tv.tv_sec * 1000L + tv.tv_usec / 1000;
+}
+
+static enum clnt_stat srn_rpc_clnt_call_locked(struct srn_rpc_clnt *ct,
+					       rpcproc_t proc, xdrproc_t xargs,
+					       void *argsp, xdrproc_t xres,
+					       void *resp, long ms)
+{
+	struct srn_rpc_worker *w;
+	uint32_t old, n, len, flags;
+	enum clnt_stat st;
+	int i, rc;
+
+	i = srn_rpc_claim(&ct->seg, ct->sock, ms, &old);
+	if (i < 0)
+		return i == -ETIMEDOUT ? RPC_TIMEDOUT : RPC_CANTSEND;
+	w = srn_rpc_seg_worker(&ct->seg, (unsigned)i);
+	n = w->ctl.next; /* after the claim's acquire */
+	ct->xid++;
+	if (!srn_rpc_clnt_encode(ct, (unsigned)i, n, proc, xargs, argsp, &len,
+				 &flags)) {
+		srn_rpc_publish(w, n, 0, 0, old);
+		return RPC_CANTENCODEARGS;
+	}
+	srn_rpc_publish(w, n, len, flags, old);
+	rc = srn_rpc_reply_wait(w, n, ct->sock, ms);
+	if (rc) {
+		srn_rpc_reply_ack(w, n); /* abandoned: the slot is free */
+		return rc == -ETIMEDOUT ? RPC_TIMEDOUT : RPC_CANTRECV;
+	}
+	st = srn_rpc_clnt_decode(ct, (unsigned)i, n, xres, resp);
+	srn_rpc_reply_ack(w, n);
+	return st;
+}
+
+static enum clnt_stat srn_rpc_clnt_call(CLIENT *cl, rpcproc_t proc,
+					xdrproc_t xargs, void *argsp,
+					xdrproc_t xres, void *resp,
+					struct timeval tmo)
+{
+	struct srn_rpc_clnt *ct = srn_rpc_ct(cl);
+	enum clnt_stat st;
+
+	pthread_mutex_lock(&ct->lock);
+	if (ct->timeout_set)
+		tmo = ct->timeout;
+	memset(&ct->err, 0, sizeof(ct->err));
+	st = srn_rpc_clnt_call_locked(ct, proc, xargs, argsp, xres, resp,
+				      srn_rpc_ms(tmo));
+	ct->err.re_status = st;
+	pthread_mutex_unlock(&ct->lock);
+	return st;
+}
+
+static void srn_rpc_clnt_abort(CLIENT *cl)
+{
+}
+
+static void srn_rpc_clnt_geterr(CLIENT *cl, struct rpc_err *e)
+{
+	*e = srn_rpc_ct(cl)->err;
+}
+
+static bool_t srn_rpc_clnt_freeres(CLIENT *cl, xdrproc_t xres, void *resp)
+{
+	xdr_free(xres, resp);
+	return TRUE;
+}
+
+static void srn_rpc_clnt_destroy(CLIENT *cl)
+{
+	struct srn_rpc_clnt *ct = srn_rpc_ct(cl);
+
+	if (cl->cl_auth)
+		AUTH_DESTROY(cl->cl_auth);
+	srn_rpc_seg_unmap(&ct->seg);
+	close(ct->sock);
+	pthread_mutex_destroy(&ct->lock);
+	free(ct);
+}
+
+static bool_t srn_rpc_clnt_control(CLIENT *cl, u_int rq, void *info)
+{
+	struct srn_rpc_clnt *ct = srn_rpc_ct(cl);
+
+	if (!info && rq != CLSET_FD_CLOSE && rq != CLSET_FD_NCLOSE)
+		return FALSE;
+	switch (rq) {
+	case CLSET_TIMEOUT:
+		ct->timeout = *(struct timeval *)info;
+		ct->timeout_set = true;
+		return TRUE;
+	case CLGET_TIMEOUT:
+		*(struct timeval *)info = ct->timeout;
+		return TRUE;
+	case CLGET_FD:
+		*(int *)info = ct->sock;
+		return TRUE;
+	case CLGET_XID:
+		*(uint32_t *)info = ct->xid;
+		return TRUE;
+	case CLSET_XID:
+		ct->xid = *(uint32_t *)info - 1;
+		return TRUE;
+	case CLGET_PROG:
+		*(rpcprog_t *)info = ct->prog;
+		return TRUE;
+	case CLGET_VERS:
+		*(rpcvers_t *)info = ct->vers;
+		return TRUE;
+	case CLSET_PROG:
+		ct->prog = *(rpcprog_t *)info;
+		return TRUE;
+	case CLSET_VERS:
+		ct->vers = *(rpcvers_t *)info;
+		return TRUE;
+	case CLSET_FD_CLOSE:
+	case CLSET_FD_NCLOSE:
+		return TRUE;
+	}
+	return FALSE;
+}
+
+static const struct clnt_ops srn_rpc_clnt_ops = {
+	.cl_call = srn_rpc_clnt_call,
+	.cl_abort = srn_rpc_clnt_abort,
+	.cl_geterr = srn_rpc_clnt_geterr,
+	.cl_freeres = srn_rpc_clnt_freeres,
+	.cl_destroy = srn_rpc_clnt_destroy,
+	.cl_control = srn_rpc_clnt_control,
+};
+
+/*
+ * libtirpc 1.3.3's authnone_create reads its singleton before taking its
+ * lock: two threads creating clients at once both allocate one, and one
+ * leaks. Ours are created one at a time.
+ */
+static AUTH *srn_rpc_authnone(void)
+{
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	AUTH *a;
+
+	pthread_mutex_lock(&lock);
+	a = authnone_create();
+	pthread_mutex_unlock(&lock);
+	return a;
+}
+
+/* Connects to the server's socket and receives the segment. */
+static int srn_rpc_clnt_find(rpcprog_t prog, rpcvers_t vers, int *fd_p)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char cbuf[CMSG_SPACE(sizeof(int))], byte;
+	struct iovec iov = { &byte, 1 };
+	struct msghdr mh = { .msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = cbuf,
+			     .msg_controllen = sizeof(cbuf) };
+	struct cmsghdr *cm;
+	int s, n;
+
+	n = snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, SRN_RPC_SOCK_FMT,
+		     (unsigned long)prog, (unsigned long)vers);
+	s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return -errno;
+	if (connect(s, (struct sockaddr *)&sa,
+		    (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
+				n)) < 0 ||
+	    recvmsg(s, &mh, MSG_CMSG_CLOEXEC) != 1)
+		goto fail;
+	cm = CMSG_FIRSTHDR(&mh);
+	if (!cm || cm->cmsg_level != SOL_SOCKET ||
+	    cm->cmsg_type != SCM_RIGHTS ||
+	    cm->cmsg_len != CMSG_LEN(sizeof(int)))
+		goto fail;
+	memcpy(fd_p, CMSG_DATA(cm), sizeof(int));
+	return s;
+fail:
+	close(s);
+	return -ENOENT;
+}
+
+CLIENT *srn_rpc_clnt_shm_create(rpcprog_t prog, rpcvers_t vers)
+{
+	struct srn_rpc_clnt *ct = calloc(1, sizeof(*ct));
+	int memfd = -1;
+
+	if (!ct)
+		goto fail;
+	ct->sock = srn_rpc_clnt_find(prog, vers, &memfd);
+	if (ct->sock < 0)
+		goto fail;
+	if (srn_rpc_seg_map(memfd, &ct->seg))
+		goto fail_sock;
+	close(memfd);
+	ct->prog = prog;
+	ct->vers = vers;
+	ct->xid = (uint32_t)(getpid() ^ time(NULL)) * 2654435761u;
+	ct->timeout.tv_sec = 25;
+	pthread_mutex_init(&ct->lock, NULL);
+	ct->cl.cl_ops = (struct clnt_ops *)&srn_rpc_clnt_ops;
+	ct->cl.cl_auth = srn_rpc_authnone();
+	ct->cl.cl_netid = "shm";
+	ct->cl.cl_tp = "softrnic";
+	return &ct->cl;
+fail_sock:
+	close(ct->sock);
+	close(memfd);
+fail:
+	free(ct);
+	rpc_createerr.cf_stat = RPC_PROGNOTREGISTERED;
+	return NULL;
+}

@@ -1,0 +1,312 @@
+// SPDX-License-Identifier: MIT
+/*
+ * softrnic RPC — a worker: waits on its receive slot (spin for an adaptive
+ * budget, then futex), decodes the call with libtirpc, runs the rpcgen
+ * dispatch function on its own SVCXPRT and sends the reply itself: into
+ * its transmit slot for a same-host caller, on the socket for a network
+ * one.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "rpc/srn_rpc.h"
+
+/* Spin about as long as calls are apart, while they come close together. */
+static int64_t srn_rpc_spin_budget(const struct srn_rpc_wlocal *wl)
+{
+	if (wl->gap_ns <= 0 || wl->gap_ns > 100000)
+		return 2000;
+	if (wl->gap_ns * 2 > 50000)
+		return 50000;
+	return wl->gap_ns * 2 > 2000 ? wl->gap_ns * 2 : 2000;
+}
+
+/* Did the claimer die between its claim and its publish? */
+static bool srn_rpc_claimer_dead(struct srn_rpc_wlocal *wl, int64_t since)
+{
+	/* relaxed: a hint; pairs with nothing (see srn_rpc_claim_pass) */
+	uint32_t pid = __atomic_load_n(&wl->w->ctl.owner, __ATOMIC_RELAXED);
+	int64_t waited = srn_rpc_now_ns() - since;
+
+	if (waited < 50000000)
+		return false;
+	if (pid)
+		return kill((pid_t)pid, 0) < 0 && errno == ESRCH;
+	return waited > 1000000000; /* died right after its claim */
+}
+
+/*
+ * Claimed while about to sleep: the caller is writing, no wake comes, so
+ * the worker yields until the call is there. -EAGAIN: the claimer died
+ * before publishing (the worker frees itself for call n again).
+ */
+static int srn_rpc_worker_await_claimed(struct srn_rpc_wlocal *wl,
+					struct srn_rpc_slot *s)
+{
+	int64_t since = srn_rpc_now_ns();
+	unsigned k = 0;
+
+	while (srn_rpc_load_acquire(&s->seq) != wl->n) {
+		if (srn_rpc_stopping(wl->srv))
+			return -EINTR;
+		sched_yield();
+		if ((++k & 255) == 0 && srn_rpc_claimer_dead(wl, since))
+			return -EAGAIN;
+	}
+	return 0;
+}
+
+/* SPINNING -> SLEEPING by CAS, then futex waits; a timeout is no call. */
+static int srn_rpc_worker_sleep(struct srn_rpc_wlocal *wl,
+				struct srn_rpc_slot *s)
+{
+	uint32_t *st = &wl->w->ctl.state, cur = SRN_RPC_SPINNING, v;
+	long tmo;
+
+	/* acq_rel: pairs with the CAS in srn_rpc_claim_pass (one of the two
+	 * wins); acquire on failure, same pairing */
+	if (!__atomic_compare_exchange_n(st, &cur, SRN_RPC_SLEEPING, false,
+					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return srn_rpc_worker_await_claimed(wl, s);
+	wl->w->ctl.stat.sleeps++;
+	for (;;) {
+		v = srn_rpc_load_acquire(&s->seq);
+		if (v == wl->n)
+			return 0;
+		if (srn_rpc_stopping(wl->srv))
+			return -EINTR;
+		cur = SRN_RPC_SLEEPING;
+		tmo = wl->idle_timeouts > 20 ? 1000000000 : 100000000;
+		if (srn_rpc_futex_wait(&s->seq, v, tmo) != -ETIMEDOUT)
+			continue;
+		wl->w->ctl.stat.timeouts++;
+		/* relaxed: claimed but not published after a whole timeout:
+		 * a hint to look after the claimer */
+		if (__atomic_load_n(st, __ATOMIC_RELAXED) == SRN_RPC_RUNNING)
+			return srn_rpc_worker_await_claimed(wl, s);
+		if (++wl->idle_timeouts == 20 &&
+		    wl->idx >= wl->srv->min_workers)
+			/* relaxed: only the state changes, no data is handed
+			 * over; a claimer's CAS fails and retries */
+			__atomic_compare_exchange_n(st, &cur, SRN_RPC_PARKED,
+						    false, __ATOMIC_RELAXED,
+						    __ATOMIC_RELAXED);
+	}
+}
+
+/* 0: call wl->n is in its slot; -EINTR: the server stops. */
+static int srn_rpc_worker_wait(struct srn_rpc_wlocal *wl)
+{
+	struct srn_rpc_slot *s = &wl->w->rx[wl->n & 1];
+	int64_t end = srn_rpc_now_ns() + srn_rpc_spin_budget(wl);
+	unsigned k = 0;
+
+	do {
+		if (srn_rpc_load_acquire(&s->seq) == wl->n) {
+			wl->w->ctl.stat.spins++;
+			return 0;
+		}
+		__builtin_ia32_pause();
+		if ((++k & 63) == 0 && srn_rpc_stopping(wl->srv))
+			return -EINTR;
+	} while ((k & 15) || srn_rpc_now_ns() < end);
+	if (srn_rpc_stopping(wl->srv))
+		return -EINTR;
+	return srn_rpc_worker_sleep(wl, s);
+}
+
+static int srn_rpc_check_auth(struct srn_rpc_wlocal *wl, struct svc_req *req)
+{
+	struct opaque_auth *c = &req->rq_cred;
+	struct authunix_parms *aup = wl->clntcred;
+	XDR x;
+
+	req->rq_clntcred = NULL;
+	if (c->oa_flavor == AUTH_NONE)
+		return 0;
+	if (c->oa_flavor != AUTH_SYS)
+		return AUTH_REJECTEDCRED;
+	memset(aup, 0, sizeof(*aup));
+	aup->aup_machname = wl->machname;
+	aup->aup_gids = wl->gids;
+	xdrmem_create(&x, c->oa_base, c->oa_length, XDR_DECODE);
+	if (!xdr_authunix_parms(&x, aup))
+		return AUTH_BADCRED;
+	req->rq_clntcred = (caddr_t)aup;
+	return 0;
+}
+
+/* Finds the program; the standard error replies when there is none. */
+static void srn_rpc_dispatch(struct srn_rpc_wlocal *wl, struct svc_req *req)
+{
+	struct srn_rpc_server *srv = wl->srv;
+	rpcvers_t lo = ~(rpcvers_t)0, hi = 0;
+	bool prog_known = false;
+	unsigned i;
+
+	for (i = 0; i < srv->nprogs; i++) {
+		if (srv->progs[i].prog != req->rq_prog)
+			continue;
+		if (srv->progs[i].vers == req->rq_vers) {
+			srv->progs[i].dispatch(req, &wl->xprt);
+			return;
+		}
+		prog_known = true;
+		lo = srv->progs[i].vers < lo ? srv->progs[i].vers : lo;
+		hi = srv->progs[i].vers > hi ? srv->progs[i].vers : hi;
+	}
+	if (prog_known)
+		svcerr_progvers(&wl->xprt, lo, hi);
+	else
+		svcerr_noprog(&wl->xprt);
+}
+
+static void srn_rpc_reply_mismatch(struct srn_rpc_wlocal *wl)
+{
+	struct rpc_msg r;
+
+	memset(&r, 0, sizeof(r));
+	r.rm_direction = REPLY;
+	r.rm_reply.rp_stat = MSG_DENIED;
+	r.rjcted_rply.rj_stat = RPC_MISMATCH;
+	r.rjcted_rply.rj_vers.low = RPC_MSG_VERSION;
+	r.rjcted_rply.rj_vers.high = RPC_MSG_VERSION;
+	SVC_REPLY(&wl->xprt, &r);
+}
+
+/* A call of another RPC version (libtirpc's xdr_callmsg refuses it):
+ * its xid, direction and version, for the RPC_MISMATCH reply. */
+static bool srn_rpc_other_version(struct srn_rpc_wlocal *wl, uint8_t *buf,
+				  uint32_t len)
+{
+	uint32_t xid, dir, vers;
+	XDR x;
+
+	xdrmem_create(&x, (char *)buf, len, XDR_DECODE);
+	if (!xdr_u_int32_t(&x, &xid) || !xdr_u_int32_t(&x, &dir) ||
+	    !xdr_u_int32_t(&x, &vers) || dir != CALL || vers == RPC_MSG_VERSION)
+		return false;
+	wl->xid = xid;
+	return true;
+}
+
+/* Where the message of call wl->n is, bounds-checked; NULL: drop it. */
+static uint8_t *srn_rpc_call_buf(struct srn_rpc_wlocal *wl, uint32_t *len_p)
+{
+	struct srn_rpc_slot *s = &wl->w->rx[wl->n & 1];
+	uint32_t len = s->len, flags = s->flags;
+
+	wl->kind = SRN_RPC_FROM_SHM;
+	if ((flags & SRN_RPC_SLOT_NET) && wl->net_n == wl->n)
+		wl->kind = wl->net_kind;
+	else
+		wl->conn = NULL;
+	*len_p = len;
+	if (flags & SRN_RPC_SLOT_AUX)
+		return len <= SRN_RPC_AUX_SIZE ? wl->aux_in : NULL;
+	return len <= SRN_RPC_SLOT_INLINE ? s->data : NULL;
+}
+
+static void srn_rpc_worker_serve(struct srn_rpc_wlocal *wl)
+{
+	struct rpc_msg msg;
+	struct svc_req req;
+	uint32_t len;
+	uint8_t *buf = srn_rpc_call_buf(wl, &len);
+	int why;
+
+	wl->w->ctl.stat.calls++;
+	/* relaxed: a hint (a pid to ask whether the caller lives) */
+	wl->owner = __atomic_load_n(&wl->w->ctl.owner, __ATOMIC_RELAXED);
+	if (!buf)
+		goto out;
+	xdrmem_create(&wl->args, (char *)buf, len, XDR_DECODE);
+	memset(&msg, 0, sizeof(msg));
+	msg.rm_call.cb_cred.oa_base = wl->cred;
+	msg.rm_call.cb_verf.oa_base = wl->cred + MAX_AUTH_BYTES;
+	if (srn_rpc_other_version(wl, buf, len)) {
+		srn_rpc_reply_mismatch(wl);
+		goto out;
+	}
+	if (!xdr_callmsg(&wl->args, &msg) || msg.rm_direction != CALL)
+		goto out; /* malformed: dropped */
+	wl->xid = msg.rm_xid;
+	memset(&req, 0, sizeof(req));
+	req.rq_prog = msg.rm_call.cb_prog;
+	req.rq_vers = msg.rm_call.cb_vers;
+	req.rq_proc = msg.rm_call.cb_proc;
+	req.rq_cred = msg.rm_call.cb_cred;
+	req.rq_xprt = &wl->xprt;
+	why = srn_rpc_check_auth(wl, &req);
+	if (why)
+		svcerr_auth(&wl->xprt, why);
+	else
+		srn_rpc_dispatch(wl, &req);
+out:
+	if (wl->conn)
+		srn_rpc_conn_put(wl->conn);
+	wl->conn = NULL;
+}
+
+void *srn_rpc_worker_main(void *arg)
+{
+	struct srn_rpc_wlocal *wl = arg;
+	struct srn_rpc_server *srv = wl->srv;
+	int64_t t;
+	int rc;
+
+	wl->n = wl->w->ctl.next;
+	srn_rpc_worker_free(&srv->seg, wl->w, wl->n);
+	for (;;) {
+		rc = srn_rpc_worker_wait(wl);
+		if (rc == -EAGAIN) {
+			srn_rpc_worker_free(&srv->seg, wl->w, wl->n);
+			continue;
+		}
+		if (rc)
+			break;
+		t = srn_rpc_now_ns();
+		if (wl->last_call_ns)
+			wl->gap_ns =
+				(7 * wl->gap_ns + t - wl->last_call_ns) / 8;
+		wl->idle_timeouts = 0;
+		srn_rpc_worker_serve(wl);
+		wl->last_call_ns = srn_rpc_now_ns();
+		wl->n++;
+		srn_rpc_worker_free(&srv->seg, wl->w, wl->n);
+	}
+	/* relaxed: the thread ends; callers find the server gone by its
+	 * socket, not by this state */
+	__atomic_store_n(&wl->w->ctl.state, SRN_RPC_OFF, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+int srn_rpc_worker_start(struct srn_rpc_server *srv, unsigned i)
+{
+	struct srn_rpc_wlocal *wl = &srv->wl[i];
+	sigset_t all, old;
+	int rc;
+
+	if (!wl->netbuf) {
+		wl->netbuf = malloc(SRN_RPC_NET_MAX + 4);
+		if (!wl->netbuf)
+			return -ENOMEM;
+	}
+	if (i == 0)
+		return 0; /* the thread of srn_rpc_server_run */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(&wl->tid, NULL, srn_rpc_worker_main, wl);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc)
+		return -rc;
+	pthread_setname_np(wl->tid, "srn-rpc-worker");
+	wl->started = true;
+	return 0;
+}

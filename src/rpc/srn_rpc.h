@@ -1,0 +1,152 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * softrnic RPC — internals shared by the server, the client and the
+ * hand-off (docs/rpc.md). The hand-off itself (claim a worker, publish a
+ * call, wait for it, answer) is in rpc_slot.c; its Promela model is
+ * tests/rpc/slot.pml.
+ */
+#ifndef SRN_RPC_H
+#define SRN_RPC_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include <softrnic/rpc.h>
+
+#include "proto/srn_rpc_proto.h"
+
+#define SRN_RPC_MAX_PROGS 16
+#define SRN_RPC_MAX_CONNS 256
+#define SRN_RPC_NET_MAX (SRN_RPC_AUX_SIZE) /* largest network message */
+
+/* rpc_slot.c: the hand-off over a mapped segment */
+struct srn_rpc_seg {
+	struct srn_rpc_seg_hdr *hdr;
+	size_t size;
+	unsigned nworkers;
+};
+
+int srn_rpc_seg_create(unsigned nworkers, int *fd_p, struct srn_rpc_seg *seg);
+int srn_rpc_seg_map(int fd, struct srn_rpc_seg *seg);
+void srn_rpc_seg_unmap(struct srn_rpc_seg *seg);
+struct srn_rpc_worker *srn_rpc_seg_worker(const struct srn_rpc_seg *seg,
+					  unsigned i);
+uint8_t *srn_rpc_seg_aux(const struct srn_rpc_seg *seg, unsigned i, int dir);
+int srn_rpc_futex_wait(uint32_t *word, uint32_t val, long timeout_ns);
+void srn_rpc_futex_wake(uint32_t *word);
+int srn_rpc_claim(const struct srn_rpc_seg *seg, int alive_fd, long timeout_ms,
+		  uint32_t *old_p);
+void srn_rpc_publish(struct srn_rpc_worker *w, uint32_t n, uint32_t len,
+		     uint32_t flags, uint32_t old_state);
+void srn_rpc_worker_free(const struct srn_rpc_seg *seg,
+			 struct srn_rpc_worker *w, uint32_t next);
+void srn_rpc_reply_publish(struct srn_rpc_worker *w, uint32_t n, uint32_t len,
+			   uint32_t flags);
+int srn_rpc_reply_wait(struct srn_rpc_worker *w, uint32_t n, int alive_fd,
+		       long timeout_ms);
+uint32_t srn_rpc_load_acquire(const uint32_t *word);
+void srn_rpc_reply_ack(struct srn_rpc_worker *w, uint32_t n);
+int64_t srn_rpc_now_ns(void);
+
+/* rpc_server.c */
+struct srn_rpc_prog {
+	rpcprog_t prog;
+	rpcvers_t vers;
+	void (*dispatch)(struct svc_req *, SVCXPRT *);
+	int lfd; /* abstract unix socket of same-host clients */
+};
+
+enum srn_rpc_origin_kind {
+	SRN_RPC_FROM_SHM = 0,
+	SRN_RPC_FROM_UDP = 1,
+	SRN_RPC_FROM_TCP = 2,
+};
+
+struct srn_rpc_conn {
+	int fd;
+	bool unix_peer; /* a same-host client's discovery socket */
+	pthread_mutex_t wlock; /* workers' replies on a TCP stream */
+	uint32_t refs; /* the receiver's, plus one per call in flight */
+	uint8_t *buf; /* bytes read, the record being assembled first */
+	size_t len, cap;
+	size_t msg; /* bytes of the record, fragment headers removed */
+};
+
+struct srn_rpc_wlocal {
+	struct srn_rpc_server *srv;
+	unsigned idx;
+	struct srn_rpc_worker *w;
+	uint8_t *aux_in, *aux_out;
+	SVCXPRT xprt;
+	/* the call being served */
+	uint32_t n, xid;
+	int kind; /* enum srn_rpc_origin_kind */
+	struct sockaddr_storage peer;
+	socklen_t peer_len;
+	struct srn_rpc_conn *conn;
+	XDR args;
+	uint8_t *netbuf; /* network replies are encoded here */
+	char cred[2 * MAX_AUTH_BYTES]; /* credential and verifier bodies */
+	struct authunix_parms clntcred[1];
+	char machname[MAX_MACHINE_NAME + 1];
+	gid_t gids[NGRPS];
+	uint32_t net_n; /* the call number the receiver published */
+	uint32_t tx_n[2], tx_pid[2]; /* last same-host reply per slot */
+	uint32_t aux_n, aux_pid; /* last same-host reply in the aux area */
+	uint32_t owner; /* the claimer of the call being served */
+	int net_kind;
+	/* spin budget */
+	int64_t last_call_ns, gap_ns;
+	unsigned idle_timeouts;
+	pthread_t tid;
+	bool started;
+};
+
+struct srn_rpc_server {
+	struct srn_rpc_server_attr attr;
+	char addr[64];
+	int ufd, tfd, efd;
+	unsigned short port;
+	int segfd;
+	struct srn_rpc_seg seg;
+	struct srn_rpc_prog progs[SRN_RPC_MAX_PROGS];
+	unsigned nprogs;
+	struct srn_rpc_wlocal *wl;
+	unsigned max_workers, min_workers, nstarted;
+	struct srn_rpc_conn *conns[SRN_RPC_MAX_CONNS];
+	unsigned nconns;
+	uint8_t *rxbuf; /* the receiver's datagram buffer */
+	pthread_t rx_tid;
+	bool rx_started, bound;
+	uint32_t stop; /* set once by srn_rpc_server_stop */
+	uint32_t running;
+};
+
+/* rpc_worker.c */
+int srn_rpc_worker_start(struct srn_rpc_server *srv, unsigned i);
+void *srn_rpc_worker_main(void *arg);
+void srn_rpc_worker_init(struct srn_rpc_wlocal *wl);
+
+/* rpc_xprt.c: softrnic's SVCXPRT */
+void srn_rpc_xprt_init(struct srn_rpc_wlocal *wl);
+void srn_rpc_conn_put(struct srn_rpc_conn *c);
+
+/* rpc_net.c: the receiver ("NIC" for network calls) */
+int srn_rpc_net_open(struct srn_rpc_server *srv);
+void *srn_rpc_net_main(void *arg);
+int srn_rpc_hand_off(struct srn_rpc_server *srv, const uint8_t *msg, size_t len,
+		     int kind, const struct sockaddr_storage *peer,
+		     socklen_t peer_len, struct srn_rpc_conn *conn);
+
+/* rpc_bind.c */
+void srn_rpc_bind_set(struct srn_rpc_server *srv, bool on);
+
+static inline bool srn_rpc_stopping(struct srn_rpc_server *srv)
+{
+	/* acquire: pairs with the release in srn_rpc_server_stop */
+	return __atomic_load_n(&srv->stop, __ATOMIC_ACQUIRE) != 0;
+}
+
+#endif /* SRN_RPC_H */

@@ -1,0 +1,674 @@
+// SPDX-License-Identifier: MIT
+/*
+ * softrnic RPC tests: the calc service (examples/rpc/calc.x, rpcgen's
+ * dispatch and stubs unmodified) in a forked server process, called
+ * through srn_clnt_create ("shm", "tcp", "udp", "auto") and libtirpc's own
+ * clients ("tirpc-udp", "tirpc-tcp": clntudp_create / clnttcp_create).
+ *
+ *   test_rpc calls|threads|errors|kill_client|kill_server NETTYPE
+ *   test_rpc api|malformed
+ *
+ * Exits 0 when every check holds, 1 (and says which) otherwise.
+ */
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <softrnic/rpc.h>
+
+#include "calc.h"
+
+void calc_prog_1(struct svc_req *rqstp, SVCXPRT *transp);
+
+static int failures;
+
+#define CHECK(c, ...)                                                 \
+	do {                                                          \
+		if (!(c)) {                                           \
+			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, \
+				__LINE__, #c);                        \
+			fprintf(stderr, __VA_ARGS__);                 \
+			fprintf(stderr, "\n");                        \
+			failures++;                                   \
+		}                                                     \
+	} while (0)
+
+static const char *nettype = "shm";
+static unsigned short port;
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static struct srn_rpc_server *the_server;
+
+static void on_term(int sig)
+{
+	srn_rpc_server_stop(the_server); /* async-signal-safe */
+}
+
+static void server_child(int wfd, unsigned min, unsigned max)
+{
+	struct srn_rpc_server_attr a = { .min_workers = min,
+					 .max_workers = max };
+	struct srn_rpc_server *s = srn_rpc_server_create(&a);
+	struct sigaction sa = { .sa_handler = on_term };
+	unsigned short p;
+
+	the_server = s;
+	sigaction(SIGTERM, &sa, NULL);
+	if (!s || srn_rpc_server_register(s, CALC_PROG, CALC_VERS, calc_prog_1))
+		_exit(3);
+	p = srn_rpc_server_port(s);
+	if (write(wfd, &p, sizeof(p)) != sizeof(p))
+		_exit(3);
+	close(wfd);
+	if (srn_rpc_server_run(s))
+		_exit(4);
+	srn_rpc_server_destroy(s);
+	_exit(0);
+}
+
+static pid_t server_start(unsigned min, unsigned max)
+{
+	int fd[2];
+	pid_t pid;
+
+	if (pipe(fd))
+		exit(2);
+	pid = fork();
+	if (pid == 0) {
+		close(fd[0]);
+		server_child(fd[1], min, max);
+	}
+	close(fd[1]);
+	if (read(fd[0], &port, sizeof(port)) != sizeof(port)) {
+		fprintf(stderr, "server did not start\n");
+		exit(1);
+	}
+	close(fd[0]);
+	return pid;
+}
+
+/* SIGTERM: the server's handler calls srn_rpc_server_stop; run returns,
+ * destroy ends every thread, the process exits 0. */
+static void server_stop(pid_t pid)
+{
+	int st = 0;
+
+	kill(pid, SIGTERM);
+	waitpid(pid, &st, 0);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "server status %#x", st);
+}
+
+static CLIENT *client(const char *type)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+	struct timeval wait = { 1, 0 };
+	int sock = RPC_ANYSOCK;
+	char host[64];
+
+	sin.sin_port = htons(port);
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (!strcmp(type, "tirpc-udp"))
+		return clntudp_bufcreate(&sin, CALC_PROG, CALC_VERS, wait,
+					 &sock, 65000, 65000);
+	if (!strcmp(type, "tirpc-tcp"))
+		return clnttcp_create(&sin, CALC_PROG, CALC_VERS, &sock, 0, 0);
+	snprintf(host, sizeof(host), "127.0.0.1:%u", port);
+	return srn_clnt_create(host, CALC_PROG, CALC_VERS, type);
+}
+
+static int count_named(pid_t pid, const char *name);
+static pid_t server_pid;
+
+static bool is_udp(void)
+{
+	return strstr(nettype, "udp") != NULL;
+}
+
+static void check_echo(CLIENT *cl, size_t len)
+{
+	calc_blob in = { 0 }, out = { 0 };
+	u_int sum = 0, want = 0;
+	enum clnt_stat st;
+	size_t i;
+
+	in.calc_blob_len = (u_int)len;
+	in.calc_blob_val = malloc(len + 1);
+	for (i = 0; i < len; i++) {
+		in.calc_blob_val[i] = (char)(i * 7 + len);
+		want += (unsigned char)in.calc_blob_val[i];
+	}
+	st = calc_echo_1(&in, &out, cl);
+	CHECK(st == RPC_SUCCESS, "echo %zu: %s", len, clnt_sperrno(st));
+	if (st == RPC_SUCCESS) {
+		CHECK(out.calc_blob_len == len &&
+			      !memcmp(out.calc_blob_val, in.calc_blob_val, len),
+		      "echo %zu came back different", len);
+		clnt_freeres(cl, (xdrproc_t)xdr_calc_blob, (char *)&out);
+	}
+	st = calc_sum_1(&in, &sum, cl);
+	CHECK(st == RPC_SUCCESS && sum == want, "sum %zu: %s, %u != %u", len,
+	      clnt_sperrno(st), sum, want);
+	free(in.calc_blob_val);
+}
+
+static void check_small(CLIENT *cl)
+{
+	calc_pair p = { 40, 2 };
+	char *name = "rpc", *hello = NULL;
+	int sum = 0;
+	enum clnt_stat st;
+	struct timeval tmo = { 5, 0 };
+
+	st = clnt_call(cl, NULLPROC, (xdrproc_t)xdr_void, NULL,
+		       (xdrproc_t)xdr_void, NULL, tmo);
+	CHECK(st == RPC_SUCCESS, "null proc: %s", clnt_sperrno(st));
+	st = calc_add_1(&p, &sum, cl);
+	CHECK(st == RPC_SUCCESS && sum == 42, "add: %s, %d", clnt_sperrno(st),
+	      sum);
+	st = calc_hello_1(&name, &hello, cl);
+	CHECK(st == RPC_SUCCESS && hello && !strcmp(hello, "hello, rpc"),
+	      "hello: %s", clnt_sperrno(st));
+	if (st == RPC_SUCCESS)
+		clnt_freeres(cl, (xdrproc_t)xdr_wrapstring, (char *)&hello);
+}
+
+/* Every procedure; arguments of 0 B to 3 MiB (UDP: up to a datagram). */
+static void test_calls(void)
+{
+	static const size_t sizes[] = { 0,	 1,	  100,	  900,
+					959,	 960,	  1000,	  4096,
+					30000,	 60000,	  300000, 1 << 20,
+					3 << 20, 16 << 20 };
+	CLIENT *cl = client(nettype);
+	unsigned i;
+
+	CHECK(cl, "client %s: %s", nettype, clnt_spcreateerror("create"));
+	if (!cl)
+		return;
+	check_small(cl);
+	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		if (is_udp() && sizes[i] > 60000)
+			break;
+		if (strstr(nettype, "tcp") && sizes[i] > (3 << 20))
+			break; /* one record; 16 MiB is the shm path's */
+		check_echo(cl, sizes[i]);
+	}
+	clnt_destroy(cl);
+}
+
+static void *thread_calls(void *arg)
+{
+	CLIENT *cl = client(nettype);
+	long k = (long)arg, i;
+	calc_pair p;
+	int sum;
+
+	CHECK(cl, "client in thread %ld", k);
+	for (i = 0; cl && i < 300; i++) {
+		p.a = (int)(k * 1000 + i);
+		p.b = (int)i;
+		sum = -1;
+		CHECK(calc_add_1(&p, &sum, cl) == RPC_SUCCESS &&
+			      sum == p.a + p.b,
+		      "thread %ld call %ld", k, i);
+		if (i % 50 == 0)
+			check_echo(cl, (size_t)(i * 97 % 5000));
+	}
+	if (cl)
+		clnt_destroy(cl);
+	return NULL;
+}
+
+/* Six client threads against two workers. */
+static void test_threads(void)
+{
+	pthread_t t[6];
+	long i;
+
+	for (i = 0; i < 6; i++)
+		pthread_create(&t[i], NULL, thread_calls, (void *)i);
+	for (i = 0; i < 6; i++)
+		pthread_join(t[i], NULL);
+	/* worker 0 is the server's main thread; the load added the other
+	 * (max_workers 2); one receiver */
+	CHECK(!server_pid || (count_named(server_pid, "srn-rpc-worker") == 1 &&
+			      count_named(server_pid, "srn-rpc-recv") == 1),
+	      "server workers %d, receivers %d; not 1 and 1",
+	      count_named(server_pid, "srn-rpc-worker"),
+	      count_named(server_pid, "srn-rpc-recv"));
+}
+
+static enum clnt_stat call_as(CLIENT *cl, rpcprog_t prog, rpcvers_t vers,
+			      rpcproc_t proc, xdrproc_t xargs, void *args)
+{
+	struct timeval tmo = { 3, 0 };
+	int sum = 0;
+	enum clnt_stat st;
+
+	if (!clnt_control(cl, CLSET_PROG, (char *)&prog) ||
+	    !clnt_control(cl, CLSET_VERS, (char *)&vers))
+		return RPC_FAILED;
+	st = clnt_call(cl, proc, xargs, args, (xdrproc_t)xdr_int, (char *)&sum,
+		       tmo);
+	prog = CALC_PROG;
+	vers = CALC_VERS;
+	clnt_control(cl, CLSET_PROG, (char *)&prog);
+	clnt_control(cl, CLSET_VERS, (char *)&vers);
+	return st;
+}
+
+/* The standard error replies; the server serves on afterwards. */
+static void test_errors(void)
+{
+	CLIENT *cl = client(nettype);
+	calc_pair p = { 1, 2 };
+	struct rpc_err e;
+	enum clnt_stat st;
+
+	CHECK(cl, "client %s", nettype);
+	if (!cl)
+		return;
+	st = call_as(cl, CALC_PROG + 1, CALC_VERS, CALC_ADD,
+		     (xdrproc_t)xdr_calc_pair, &p);
+	CHECK(st == RPC_PROGUNAVAIL, "unknown program: %s", clnt_sperrno(st));
+	st = call_as(cl, CALC_PROG, CALC_VERS + 1, CALC_ADD,
+		     (xdrproc_t)xdr_calc_pair, &p);
+	CHECK(st == RPC_PROGVERSMISMATCH, "unknown version: %s",
+	      clnt_sperrno(st));
+	clnt_geterr(cl, &e);
+	CHECK(st != RPC_PROGVERSMISMATCH || (e.re_vers.low == CALC_VERS &&
+					     e.re_vers.high == CALC_VERS),
+	      "versions %lu..%lu", (unsigned long)e.re_vers.low,
+	      (unsigned long)e.re_vers.high);
+	st = call_as(cl, CALC_PROG, CALC_VERS, 99, (xdrproc_t)xdr_calc_pair,
+		     &p);
+	CHECK(st == RPC_PROCUNAVAIL, "unknown procedure: %s", clnt_sperrno(st));
+	st = call_as(cl, CALC_PROG, CALC_VERS, CALC_ADD, (xdrproc_t)xdr_void,
+		     NULL);
+	CHECK(st == RPC_CANTDECODEARGS, "garbage arguments: %s",
+	      clnt_sperrno(st));
+	check_small(cl);
+	clnt_destroy(cl);
+}
+
+/* A client killed mid-call costs the server that reply only. */
+static void test_kill_client(void)
+{
+	int round, ms = 800, st;
+	CLIENT *cl;
+	pid_t pid;
+
+	for (round = 0; round < 6; round++) {
+		pid = fork();
+		if (pid == 0) {
+			cl = client(nettype);
+			for (;;) /* round 0, 2, 4: in a long call */
+				if (!cl ||
+				    (round % 2 ?
+					     calc_add_1(&(calc_pair){ 1, 2 },
+							&st, cl) :
+					     calc_sleep_1(&ms, &st, cl)))
+					_exit(1);
+		}
+		usleep(100000 + 37000 * round);
+		kill(pid, SIGKILL);
+		waitpid(pid, &st, 0);
+		CHECK(WIFSIGNALED(st), "client %d ended by itself (%#x)", round,
+		      st);
+	}
+	cl = client(nettype);
+	CHECK(cl, "client after the kills");
+	if (cl) {
+		check_small(cl);
+		clnt_destroy(cl);
+	}
+	test_threads();
+}
+
+/* A server killed mid-call: the call fails within its timeout. */
+static pid_t test_kill_server(pid_t srv)
+{
+	struct timeval tmo = { 3, 0 };
+	CLIENT *cl = client(nettype);
+	int ms = 5000, res = 0;
+	enum clnt_stat st;
+	double t0;
+	pid_t killer;
+
+	CHECK(cl, "client %s", nettype);
+	if (!cl)
+		return srv;
+	clnt_control(cl, CLSET_TIMEOUT, (char *)&tmo);
+	killer = fork();
+	if (killer == 0) {
+		usleep(300000);
+		kill(srv, SIGKILL);
+		_exit(0);
+	}
+	t0 = now_s();
+	st = calc_sleep_1(&ms, &res, cl);
+	t0 = now_s() - t0;
+	CHECK(st == RPC_CANTRECV || st == RPC_TIMEDOUT, "call: %s",
+	      clnt_sperrno(st));
+	CHECK(t0 < 3.9, "the call took %.2f s (timeout 3 s)", t0);
+	waitpid(killer, NULL, 0);
+	waitpid(srv, NULL, 0);
+	t0 = now_s();
+	st = calc_sleep_1(&ms, &res, cl);
+	CHECK(st != RPC_SUCCESS && now_s() - t0 < 3.9,
+	      "a call to the dead server: %s after %.2f s", clnt_sperrno(st),
+	      now_s() - t0);
+	clnt_destroy(cl);
+	return 0;
+}
+
+static void send_udp(const void *p, size_t len)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+
+	sin.sin_port = htons(port);
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	sendto(fd, p, len, 0, (struct sockaddr *)&sin, sizeof(sin));
+	close(fd);
+}
+
+static void send_tcp(const void *p, size_t len)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	sin.sin_port = htons(port);
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (connect(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0 &&
+	    write(fd, p, len) < 0)
+		fprintf(stderr, "write: %s\n", strerror(errno));
+	usleep(2000);
+	close(fd);
+}
+
+/* One RPC-version-3 call over UDP; the reply's length, or -1. */
+static ssize_t rpc3_call(char *buf, size_t cap)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+	struct timeval tv = { 2, 0 };
+	struct rpc_msg m = { 0 };
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+	ssize_t k;
+	XDR x;
+
+	m.rm_xid = 77;
+	m.rm_direction = CALL;
+	m.rm_call.cb_rpcvers = 3;
+	m.rm_call.cb_prog = CALC_PROG;
+	m.rm_call.cb_vers = CALC_VERS;
+	m.rm_call.cb_cred = m.rm_call.cb_verf = _null_auth;
+	xdrmem_create(&x, buf, (u_int)cap, XDR_ENCODE);
+	xdr_callmsg(&x, &m);
+	sin.sin_port = htons(port);
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	sendto(fd, buf, xdr_getpos(&x), 0, (struct sockaddr *)&sin,
+	       sizeof(sin));
+	k = recv(fd, buf, cap, 0);
+	close(fd);
+	return k;
+}
+
+/* A call of RPC version 3 gets MSG_DENIED / RPC_MISMATCH (2..2). UDP may
+ * drop it while the server works through the garbage: a few tries. */
+static void check_rpc_mismatch(void)
+{
+	struct rpc_msg r = { 0 };
+	char buf[512];
+	ssize_t k = -1;
+	int tries;
+	XDR x;
+
+	for (tries = 0; tries < 5 && k <= 0; tries++)
+		k = rpc3_call(buf, sizeof(buf));
+	xdrmem_create(&x, buf, k > 0 ? (u_int)k : 0, XDR_DECODE);
+	CHECK(k > 0 && xdr_replymsg(&x, &r) && r.rm_xid == 77 &&
+		      r.rm_reply.rp_stat == MSG_DENIED &&
+		      r.rjcted_rply.rj_stat == RPC_MISMATCH &&
+		      r.rjcted_rply.rj_vers.low == 2,
+	      "RPC version 3: no RPC_MISMATCH reply (%zd bytes)", k);
+}
+
+/* Garbage datagrams and records are dropped; the server serves on. */
+static void test_malformed(void)
+{
+	static const char *types[] = { "udp", "tcp", "shm" };
+	uint8_t buf[2048];
+	uint32_t mark;
+	unsigned i, j;
+
+	srand(5531);
+	for (i = 0; i < 300; i++) {
+		size_t len = (size_t)rand() % sizeof(buf);
+
+		for (j = 0; j < len; j++)
+			buf[j] = (uint8_t)rand();
+		if (i % 3 == 0 && len >= 8)
+			memset(buf + 4, 0, 4); /* direction CALL */
+		send_udp(buf, i % 10 ? len : 0);
+		if (i % 10 == 0) {
+			mark = htonl((i % 20 ? 0x80000000u : 0) |
+				     (uint32_t)(len > 4 ? len - 4 : 0));
+			memcpy(buf, &mark, 4);
+			send_tcp(buf, len);
+		}
+	}
+	mark = htonl(0xffffffffu); /* a 2 GiB record: the connection goes */
+	send_tcp(&mark, 4);
+	check_rpc_mismatch();
+	for (i = 0; i < 3; i++) {
+		nettype = types[i];
+		test_errors();
+	}
+}
+
+/* Threads of pid whose name (comm) is name. */
+static int count_named(pid_t pid, const char *name)
+{
+	char path[300], comm[32];
+	struct dirent *e;
+	DIR *d;
+	FILE *f;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	while (d && (e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/comm", (int)pid,
+			 e->d_name);
+		f = fopen(path, "r");
+		if (f && fgets(comm, sizeof(comm), f))
+			n += strncmp(comm, name, strlen(name)) == 0;
+		if (f)
+			fclose(f);
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
+static void *run_thread(void *arg)
+{
+	return (void *)(long)srn_rpc_server_run(arg);
+}
+
+static void api_create_errors(void)
+{
+	struct srn_rpc_server_attr a = { .max_workers = 65 };
+	struct srn_rpc_server *s, *t;
+
+	errno = 0;
+	CHECK(!srn_rpc_server_create(&a) && errno == EINVAL, "65 workers");
+	a.max_workers = 1;
+	a.addr = "no address";
+	errno = 0;
+	CHECK(!srn_rpc_server_create(&a) && errno == EINVAL, "bad addr");
+	s = srn_rpc_server_create(NULL);
+	CHECK(s && srn_rpc_server_port(s) != 0, "create(NULL)");
+	if (!s)
+		return;
+	a.addr = "127.0.0.1";
+	a.port = srn_rpc_server_port(s);
+	errno = 0;
+	CHECK(!srn_rpc_server_create(&a) && errno == EADDRINUSE, "same port");
+	CHECK(srn_rpc_server_register(s, 1, 1, NULL) == EINVAL, "no dispatch");
+	CHECK(srn_rpc_server_register(NULL, 1, 1, calc_prog_1) == EINVAL,
+	      "no server");
+	CHECK(srn_rpc_server_register(s, CALC_PROG, 9, calc_prog_1) == 0,
+	      "register");
+	CHECK(srn_rpc_server_register(s, CALC_PROG, 9, calc_prog_1) == EEXIST,
+	      "register twice");
+	t = srn_rpc_server_create(NULL);
+	CHECK(t && srn_rpc_server_register(t, CALC_PROG, 9, calc_prog_1) ==
+			      EADDRINUSE,
+	      "same program in two servers");
+	srn_rpc_server_destroy(t);
+	CHECK(srn_rpc_server_port(NULL) == 0, "port(NULL)");
+	srn_rpc_server_destroy(s);
+	srn_rpc_server_destroy(NULL);
+}
+
+/* CLSET_TIMEOUT / CLGET_TIMEOUT; a peer of another uid gets no segment. */
+static void api_clnt_control(CLIENT *cl)
+{
+	struct timeval set = { 2, 500000 }, got = { 0, 0 };
+	int st = 0;
+	pid_t pid;
+
+	CHECK(clnt_control(cl, CLSET_TIMEOUT, (char *)&set) &&
+		      clnt_control(cl, CLGET_TIMEOUT, (char *)&got) &&
+		      got.tv_sec == 2 && got.tv_usec == 500000,
+	      "CLSET/CLGET_TIMEOUT");
+	if (geteuid() != 0)
+		return; /* cannot become another user */
+	pid = fork();
+	if (pid == 0) {
+		if (setgid(65534) || setuid(65534))
+			_exit(2);
+		_exit(client("shm") ? 1 : 0);
+	}
+	waitpid(pid, &st, 0);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	      "a client of uid 65534 got the segment (%#x)", st);
+}
+
+static void api_clnt_errors(void)
+{
+	char host[64];
+
+	CHECK(!srn_clnt_create("127.0.0.1", CALC_PROG, CALC_VERS, "ipx") &&
+		      rpc_createerr.cf_stat == RPC_UNKNOWNPROTO,
+	      "bad nettype");
+	CHECK(!srn_clnt_create("localhost", CALC_PROG + 5, 1, "shm"),
+	      "shm to nothing");
+	CHECK(!srn_clnt_create("192.0.2.1", CALC_PROG, CALC_VERS, "shm"),
+	      "shm to another host");
+	CHECK(!srn_clnt_create("localhost:0", CALC_PROG, CALC_VERS, "tcp") &&
+		      !srn_clnt_create("localhost:x", CALC_PROG, 1, "udp"),
+	      "bad port");
+	snprintf(host, sizeof(host), "127.0.0.1:%u", port);
+	CHECK(!srn_clnt_create(host, CALC_PROG + 5, 1, "auto"),
+	      "auto: no shm server, no tcp listener");
+}
+
+/* Every API function; run, stop and destroy leave no thread behind. */
+static void test_api(void)
+{
+	struct srn_rpc_server_attr a = { .min_workers = 2, .max_workers = 3 };
+	struct srn_rpc_server *s;
+	pthread_t t;
+	void *rc = (void *)1L;
+	CLIENT *cl;
+
+	api_create_errors();
+	s = srn_rpc_server_create(&a);
+	CHECK(s && !srn_rpc_server_register(s, CALC_PROG, CALC_VERS,
+					    calc_prog_1),
+	      "server");
+	if (!s)
+		return;
+	port = srn_rpc_server_port(s);
+	pthread_create(&t, NULL, run_thread, s);
+	usleep(100000);
+	CHECK(srn_rpc_server_run(s) == EBUSY, "second run");
+	CHECK(srn_rpc_server_register(s, 7, 7, calc_prog_1) == EBUSY,
+	      "register while running");
+	CHECK(count_named(getpid(), "srn-rpc-worker") == 1 &&
+		      count_named(getpid(), "srn-rpc-recv") == 1,
+	      "threads: a worker and a receiver besides run's");
+	cl = client("shm");
+	CHECK(cl, "shm client");
+	if (cl) {
+		check_small(cl);
+		api_clnt_control(cl);
+	}
+	srn_rpc_server_stop(s);
+	pthread_join(t, &rc);
+	CHECK(rc == NULL, "run returned %ld", (long)rc);
+	srn_rpc_server_destroy(s);
+	CHECK(count_named(getpid(), "srn-rpc-") == 0,
+	      "library threads left after destroy: %d",
+	      count_named(getpid(), "srn-rpc-"));
+	if (cl)
+		clnt_destroy(cl);
+	api_clnt_errors();
+}
+
+int main(int argc, char **argv)
+{
+	const char *what = argc > 1 ? argv[1] : "calls";
+	pid_t srv = 0;
+
+	signal(SIGPIPE, SIG_IGN);
+	if (argc > 2)
+		nettype = argv[2];
+	if (!strcmp(what, "api")) {
+		test_api();
+	} else {
+		srv = server_start(1, 2);
+		server_pid = srv;
+		if (!strcmp(what, "calls"))
+			test_calls();
+		else if (!strcmp(what, "threads"))
+			test_threads();
+		else if (!strcmp(what, "errors"))
+			test_errors();
+		else if (!strcmp(what, "malformed"))
+			test_malformed();
+		else if (!strcmp(what, "kill_client"))
+			test_kill_client();
+		else if (!strcmp(what, "kill_server"))
+			srv = test_kill_server(srv);
+		else
+			CHECK(0, "unknown test %s", what);
+		if (srv)
+			server_stop(srv);
+	}
+	printf("%s %s: %s\n", what, nettype, failures ? "FAILED" : "ok");
+	return failures ? 1 : 0;
+}
