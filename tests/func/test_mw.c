@@ -445,6 +445,78 @@ static int send_inv_bad_target(struct chan *c, void *arg)
 	return t_failures;
 }
 
+/* A type 2 window serves only the QP it is bound to: the target binds it
+ * on its second QP; the initiator's QP connected to the first is refused. */
+static int other_qp_init(struct chan *c, void *arg)
+{
+	struct side_opts o;
+	struct side s, s2;
+	struct peer_info p, p2;
+	struct mw_info d;
+
+	side_opts_default(&o);
+	REQUIRE(!side_pair(&s, &o, c, &p) && !side_pair(&s2, &o, c, &p2),
+		"setup");
+	REQUIRE(!chan_recv(c, &d, sizeof(d)), "window");
+	CHECK(op1(&s2, IBV_WR_RDMA_WRITE, d.addr, d.rkey, 6) == OK,
+	      "write from the QP the window is bound to");
+	CHECK(op1(&s, IBV_WR_RDMA_WRITE, d.addr, d.rkey, 6) == DENIED,
+	      "write from another QP");
+	chan_barrier(c);
+	side_close(&s2);
+	side_close(&s);
+	return t_failures;
+}
+
+/* The target's second QP, in the same PD and CQ as s. */
+static int second_qp(struct side *s, struct side *s2, struct side_opts *o,
+		     struct chan *c)
+{
+	struct ibv_qp_init_attr ia = { .send_cq = s->cq,
+				       .recv_cq = s->cq,
+				       .qp_type = IBV_QPT_RC,
+				       .cap = { 16, 16, 1, 1, 0 } };
+	struct peer_info me, peer;
+
+	*s2 = *s;
+	s2->qp = ibv_create_qp(s->pd, &ia);
+	if (!s2->qp)
+		return -1;
+	side_info(s2, &me);
+	if (chan_send(c, &me, sizeof(me)) ||
+	    chan_recv(c, &peer, sizeof(peer)) || side_connect(s2, &peer, o))
+		return -1;
+	chan_barrier(c);
+	return 0;
+}
+
+static int other_qp_target(struct chan *c, void *arg)
+{
+	struct side_opts o;
+	struct side s, s2;
+	struct peer_info p;
+	struct mw_info d = { 0 };
+	struct ibv_mr *mr;
+	struct ibv_mw *mw;
+
+	side_opts_default(&o);
+	REQUIRE(!side_pair(&s, &o, c, &p) && !second_qp(&s, &s2, &o, c),
+		"setup");
+	mr = ibv_reg_mr(s.pd, s.buf + MR_OFF, MR_LEN, MR_ACC);
+	mw = ibv_alloc_mw(s.pd, IBV_MW_TYPE_2);
+	REQUIRE(mr && mw, "MR and MW");
+	d.addr = (uintptr_t)mr->addr;
+	REQUIRE(mw_bind(&s2, mw, mr, d.addr, W_LEN, RWA, &d.rkey) == OK,
+		"bind on the second QP");
+	chan_send(c, &d, sizeof(d));
+	chan_barrier(c);
+	ibv_dealloc_mw(mw);
+	ibv_dereg_mr(mr);
+	ibv_destroy_qp(s2.qp);
+	side_close(&s);
+	return t_failures;
+}
+
 /* Allocation: both types, a wrong type refused, keys of windows. */
 static void mw_alloc_checks(void)
 {
@@ -496,6 +568,8 @@ int main(int argc, char **argv)
 	for (uintptr_t e = 0; e < E_NR; e++)
 		RUN(mw_err_names[e], role_idle, err_target, (void *)e, m, pass,
 		    fail);
+	RUN("type2_other_qp", other_qp_init, other_qp_target, NULL, m, pass,
+	    fail);
 	RUN("send_with_inv_mr_key", send_inv_bad_init, send_inv_bad_target,
 	    NULL, m, pass, fail);
 	return test_summary(pass, fail);
