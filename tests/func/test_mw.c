@@ -460,8 +460,16 @@ static int other_qp_init(struct chan *c, void *arg)
 	REQUIRE(!chan_recv(c, &d, sizeof(d)), "window");
 	CHECK(op1(&s2, IBV_WR_RDMA_WRITE, d.addr, d.rkey, 6) == OK,
 	      "write from the QP the window is bound to");
-	CHECK(op1(&s, IBV_WR_RDMA_WRITE, d.addr, d.rkey, 6) == DENIED,
-	      "write from another QP");
+	if (arg) { /* SEND_WITH_INV of it from another QP: refused, and
+		    * the window stays valid */
+		CHECK(send_inv(&s, d.rkey) == IBV_WC_REM_INV_REQ_ERR,
+		      "SEND_WITH_INV from another QP");
+		CHECK(op1(&s2, IBV_WR_RDMA_WRITE, d.addr, d.rkey, 6) == OK,
+		      "the window is still valid");
+	} else {
+		CHECK(op1(&s, IBV_WR_RDMA_WRITE, d.addr, d.rkey, 6) == DENIED,
+		      "write from another QP");
+	}
 	chan_barrier(c);
 	side_close(&s2);
 	side_close(&s);
@@ -505,6 +513,8 @@ static int other_qp_target(struct chan *c, void *arg)
 	mr = ibv_reg_mr(s.pd, s.buf + MR_OFF, MR_LEN, MR_ACC);
 	mw = ibv_alloc_mw(s.pd, IBV_MW_TYPE_2);
 	REQUIRE(mr && mw, "MR and MW");
+	if (arg) /* for the SEND_WITH_INV on the first QP */
+		REQUIRE(!post_recv1(s.qp, s.buf, 64, s.mr->lkey, 1), "recv");
 	d.addr = (uintptr_t)mr->addr;
 	REQUIRE(mw_bind(&s2, mw, mr, d.addr, W_LEN, RWA, &d.rkey) == OK,
 		"bind on the second QP");
@@ -570,6 +580,8 @@ int main(int argc, char **argv)
 		    fail);
 	RUN("type2_other_qp", other_qp_init, other_qp_target, NULL, m, pass,
 	    fail);
+	RUN("type2_send_inv_other_qp", other_qp_init, other_qp_target,
+	    (void *)1, m, pass, fail);
 	RUN("send_with_inv_mr_key", send_inv_bad_init, send_inv_bad_target,
 	    NULL, m, pass, fail);
 	return test_summary(pass, fail);
