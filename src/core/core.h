@@ -191,7 +191,17 @@ struct srn_mr {
 	unsigned access;
 	uint64_t iova;
 	bool shared; /* memory reachable by peers (memreg holds it) */
+	bool is_mw; /* the TPT slot of a memory window (struct srn_mw) */
+	uint32_t nbound; /* windows bound to it (ctx->lock) */
 	struct srn_memreg reg;
+};
+
+/* ---- mw.c: memory windows (their TPT entries are published by mr.c) */
+struct srn_mw {
+	struct srn_mr slot; /* ctx->mr_by_index[] entry, is_mw set */
+	struct ibv_mw ibmw;
+	struct srn_mr *bound_mr; /* ctx->lock */
+	uint32_t key; /* the key its entry holds (0: not bound) */
 };
 
 /* The owner lets same-host peers map the MR directly (SOFTRNIC_ACCESS_DIRECT
@@ -201,14 +211,27 @@ struct srn_mr {
  * may be empty */
 #define SRN_ACCESS_DM (1u << 31)
 
+/* The rights only a remote access needs (a window's key may serve it). */
+#define SRN_ACCESS_REMOTE                                   \
+	(IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | \
+	 IBV_ACCESS_REMOTE_ATOMIC)
+
 /* What a key resolves to: a copy of its TPT entry, taken consistently. */
 struct srn_key_ref {
 	uint32_t key;
 	uint32_t pd_handle;
 	uint32_t access;
+	uint32_t flags; /* SRN_TPT_* */
+	uint32_t mr_key; /* a window's MR */
+	uint32_t qpn; /* a type 2 window's QP */
 	uint64_t iova;
 	uint64_t length;
 	uint64_t va;
+	/* the MR whose memory the key reaches (its own entry for an MR):
+	 * what a same-host peer maps (srn_rkey_check fills it) */
+	uint32_t map_key;
+	uint32_t map_access;
+	uint64_t map_iova, map_length, map_va;
 };
 
 /* Outcome of a key check, in the order the checks run. */
@@ -218,6 +241,7 @@ enum srn_key_err {
 	SRN_KEY_BAD_PD,
 	SRN_KEY_BAD_ACCESS,
 	SRN_KEY_BAD_BOUNDS,
+	SRN_KEY_BAD_QP, /* a type 2 window bound to another QP */
 };
 extern const char *const srn_key_err_names[];
 
@@ -227,7 +251,26 @@ enum srn_key_err srn_key_check(const struct srn_tpt_shm *tpt, uint32_t key,
 			       uint32_t pd_handle, unsigned need_access,
 			       uint64_t addr, uint64_t len,
 			       struct srn_key_ref *ref);
+enum srn_key_err srn_rkey_check(const struct srn_tpt_shm *tpt, uint32_t key,
+				uint32_t pd_handle, uint32_t qpn,
+				unsigned need_access, uint64_t addr,
+				uint64_t len, struct srn_key_ref *ref);
 int srn_tpt_init(struct srn_context *ctx);
+int srn_tpt_slot_add(struct srn_context *ctx, struct srn_mr *slot);
+void srn_tpt_slot_del(struct srn_context *ctx, struct srn_mr *slot);
+void srn_tpt_set_entry(struct srn_context *ctx, uint32_t index,
+		       const struct srn_tpt_entry *src);
+uint32_t srn_key_tag(unsigned bits);
+struct srn_qp;
+struct srn_swqe;
+int srn_mw_alloc(struct ibv_pd *pd, enum ibv_mw_type type,
+		 struct ibv_mw **mw_p);
+int srn_mw_dealloc(struct ibv_mw *mw);
+enum ibv_wc_status srn_mw_bind_exec(struct srn_qp *qp,
+				    const struct srn_swqe *w);
+enum ibv_wc_status srn_mw_local_inv_exec(struct srn_qp *qp,
+					 const struct srn_swqe *w);
+int srn_mw_remote_inv(struct srn_context *ctx, uint32_t key, uint32_t qpn);
 void srn_tpt_fini(struct srn_context *ctx);
 struct ibv_mr *srn_mr_reg(struct ibv_pd *ibpd, void *addr, size_t length,
 			  uint64_t iova, unsigned access);
@@ -373,6 +416,9 @@ enum srn_op_flags {
 	SRN_OP_LOCAL_WRITE = 1 << 4, /* scatters into local SGEs */
 	SRN_OP_HAS_IMM = 1 << 5,
 	SRN_OP_INLINE_OK = 1 << 6,
+	SRN_OP_LOCAL = 1 << 7, /* executed at the requester (BIND_MW,
+				* LOCAL_INV): no transport */
+	SRN_OP_INV = 1 << 8, /* invalidates imm_data's key at the target */
 };
 
 struct srn_opcode_info {
@@ -520,7 +566,8 @@ struct srn_qp {
 	(IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | \
 	 IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |             \
 	 IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |   \
-	 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+	 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_BIND_MW |   \
+	 IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_SEND_WITH_INV)
 
 #define SRN_PENDING_ERR 1u /* move to ERR */
 #define SRN_PENDING_FATAL 2u /* ... and raise IBV_EVENT_QP_FATAL */

@@ -45,6 +45,14 @@ static inline int srn_cq_drain(struct srn_cq *cq, int ne, struct ibv_wc *wc)
 	if (n) /* release: pairs with the acquire in srn_cq_post */
 		__atomic_store_n(&cq->shm->cons, cq->cons, __ATOMIC_RELEASE);
 	srn_unlock(&cq->lock);
+	/* a SEND_WITH_INV placed by a same-host initiator, which cannot
+	 * write our TPT: the window is invalidated here, before the
+	 * application sees the completion (docs/shm-layout.md) */
+	for (int i = 0; i < n; i++)
+		if (srn_unlikely(wc[i].wc_flags & IBV_WC_WITH_INV) &&
+		    wc[i].status == IBV_WC_SUCCESS)
+			srn_mw_remote_inv(cq->ctx, wc[i].invalidated_rkey,
+					  wc[i].qp_num);
 	return n;
 }
 

@@ -159,14 +159,16 @@ static void srn_fill_device_attr(struct ibv_device_attr *a)
 	a->hw_ver = 1;
 	a->max_qp = SRN_MAX_QP;
 	a->max_qp_wr = SRN_MAX_QP_WR;
-	a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN |
-			      IBV_DEVICE_CHANGE_PHY_PORT |
-			      IBV_DEVICE_PORT_ACTIVE_EVENT;
+	a->device_cap_flags =
+		IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_CHANGE_PHY_PORT |
+		IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_MEM_WINDOW |
+		IBV_DEVICE_MEM_WINDOW_TYPE_2B;
 	a->max_sge = SRN_MAX_SGE;
 	a->max_sge_rd = SRN_MAX_SGE;
 	a->max_cq = SRN_MAX_CQ;
 	a->max_cqe = SRN_MAX_CQE;
 	a->max_mr = SRN_MAX_MR;
+	a->max_mw = SRN_MAX_MR; /* windows share the TPT with MRs */
 	a->max_pd = SRN_MAX_PD;
 	a->max_qp_rd_atom = SRN_MAX_RD_ATOM;
 	a->max_ee_rd_atom = 0;

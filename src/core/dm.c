@@ -57,6 +57,24 @@ static int srn_dm_from(void *host, struct ibv_dm *ibdm, uint64_t off,
 	return 0;
 }
 
+/* Counts delta bytes against the context's device memory; -ENOMEM past
+ * the limit. A context inherited across fork() (a child using its
+ * parent's) is not counted: its lock may have been held at the fork. */
+static int srn_dm_account(struct srn_context *ctx, ssize_t delta)
+{
+	int err = 0;
+
+	if (srn_ctx_is_foreign(ctx))
+		return delta > (ssize_t)SRN_MAX_DM_SIZE ? -ENOMEM : 0;
+	pthread_mutex_lock(&ctx->lock);
+	if (delta > 0 && (size_t)delta > SRN_MAX_DM_SIZE - ctx->dm_used)
+		err = -ENOMEM;
+	else
+		ctx->dm_used += delta;
+	pthread_mutex_unlock(&ctx->lock);
+	return err;
+}
+
 /* The memory: a memfd of whole pages, zeroed, mapped shared. */
 static int srn_dm_map(struct srn_dm *dm, size_t length)
 {
@@ -84,26 +102,20 @@ struct ibv_dm *srn_alloc_dm(struct ibv_context *context,
 	    attr->log_align_req > 12)
 		goto fail;
 	err = ENOMEM;
-	pthread_mutex_lock(&ctx->lock);
-	if (attr->length > SRN_MAX_DM_SIZE - ctx->dm_used) {
-		pthread_mutex_unlock(&ctx->lock);
+	if (srn_dm_account(ctx, (ssize_t)attr->length))
 		goto fail;
-	}
-	ctx->dm_used += attr->length;
-	pthread_mutex_unlock(&ctx->lock);
 	dm = calloc(1, sizeof(*dm));
 	if (dm && !srn_dm_map(dm, attr->length)) {
 		dm->length = attr->length;
 		dm->ibdm.context = context;
 		dm->ibdm.memcpy_to_dm = srn_dm_to;
 		dm->ibdm.memcpy_from_dm = srn_dm_from;
-		dm->ibdm.handle = srn_ctx_new_handle(ctx);
+		dm->ibdm.handle =
+			srn_ctx_is_foreign(ctx) ? 0 : srn_ctx_new_handle(ctx);
 		return &dm->ibdm;
 	}
 	free(dm);
-	pthread_mutex_lock(&ctx->lock);
-	ctx->dm_used -= attr->length;
-	pthread_mutex_unlock(&ctx->lock);
+	srn_dm_account(ctx, -(ssize_t)attr->length);
 fail:
 	errno = err;
 	return NULL;
@@ -114,9 +126,7 @@ int srn_free_dm(struct ibv_dm *ibdm)
 	struct srn_dm *dm = to_sdm(ibdm);
 	struct srn_context *ctx = to_sctx(ibdm->context);
 
-	pthread_mutex_lock(&ctx->lock);
-	ctx->dm_used -= dm->length;
-	pthread_mutex_unlock(&ctx->lock);
+	srn_dm_account(ctx, -(ssize_t)dm->length);
 	munmap(dm->mem, dm->map_len);
 	free(dm);
 	return 0;

@@ -29,6 +29,7 @@ const char *const srn_key_err_names[] = {
 	[SRN_KEY_BAD_PD] = "PD mismatch",
 	[SRN_KEY_BAD_ACCESS] = "access denied",
 	[SRN_KEY_BAD_BOUNDS] = "out of bounds",
+	[SRN_KEY_BAD_QP] = "window bound to another QP",
 };
 
 #define SRN_ACCESS_SUPPORTED                                              \
@@ -65,7 +66,7 @@ void srn_tpt_fini(struct srn_context *ctx)
 int srn_tpt_lookup(const struct srn_tpt_shm *tpt, uint32_t key,
 		   struct srn_key_ref *ref)
 {
-	const struct srn_tpt_entry *e = &tpt->entry[key & SRN_KEY_INDEX_MASK];
+	const struct srn_tpt_entry *e = &tpt->entry[srn_key_index(key)];
 	uint32_t k;
 
 	/* acquire: pairs with the release store of key in srn_mr_publish */
@@ -83,18 +84,19 @@ int srn_tpt_lookup(const struct srn_tpt_shm *tpt, uint32_t key,
 	ref->iova = __atomic_load_n(&e->iova, __ATOMIC_ACQUIRE);
 	ref->length = __atomic_load_n(&e->length, __ATOMIC_ACQUIRE);
 	ref->va = __atomic_load_n(&e->va, __ATOMIC_ACQUIRE);
+	ref->flags = __atomic_load_n(&e->flags, __ATOMIC_ACQUIRE);
+	ref->mr_key = __atomic_load_n(&e->mr_key, __ATOMIC_ACQUIRE);
+	ref->qpn = __atomic_load_n(&e->qpn, __ATOMIC_ACQUIRE);
 	if (__atomic_load_n(&e->key, __ATOMIC_RELAXED) != k)
 		return -ENOENT;
 	return 0;
 }
 
-enum srn_key_err srn_key_check(const struct srn_tpt_shm *tpt, uint32_t key,
-			       uint32_t pd_handle, unsigned need_access,
-			       uint64_t addr, uint64_t len,
-			       struct srn_key_ref *ref)
+static enum srn_key_err srn_key_check_ref(const struct srn_key_ref *ref,
+					  uint32_t pd_handle,
+					  unsigned need_access, uint64_t addr,
+					  uint64_t len)
 {
-	if (srn_tpt_lookup(tpt, key, ref))
-		return SRN_KEY_BAD_KEY;
 	if (ref->pd_handle != pd_handle)
 		return SRN_KEY_BAD_PD;
 	if ((ref->access & need_access) != need_access)
@@ -105,7 +107,53 @@ enum srn_key_err srn_key_check(const struct srn_tpt_shm *tpt, uint32_t key,
 	return SRN_KEY_OK;
 }
 
-static uint32_t srn_key_tag(void)
+/* A local key (lkey): an MR's; a window's key is refused. */
+enum srn_key_err srn_key_check(const struct srn_tpt_shm *tpt, uint32_t key,
+			       uint32_t pd_handle, unsigned need_access,
+			       uint64_t addr, uint64_t len,
+			       struct srn_key_ref *ref)
+{
+	if (srn_tpt_lookup(tpt, key, ref) || (ref->flags & SRN_TPT_MW))
+		return SRN_KEY_BAD_KEY;
+	return srn_key_check_ref(ref, pd_handle, need_access, addr, len);
+}
+
+/*
+ * A remote key used by QP qpn of the target: an MR's, or a window's. A
+ * window is checked against its own PD, access and bounds, a type 2
+ * window against the QP it is bound to, and its MR must still be the one
+ * it was bound to (key unchanged). ref->map_* name the MR's memory.
+ */
+enum srn_key_err srn_rkey_check(const struct srn_tpt_shm *tpt, uint32_t key,
+				uint32_t pd_handle, uint32_t qpn,
+				unsigned need_access, uint64_t addr,
+				uint64_t len, struct srn_key_ref *ref)
+{
+	struct srn_key_ref mr;
+	enum srn_key_err ke;
+
+	if (srn_tpt_lookup(tpt, key, ref))
+		return SRN_KEY_BAD_KEY;
+	ke = srn_key_check_ref(ref, pd_handle, need_access, addr, len);
+	if (ke != SRN_KEY_OK)
+		return ke;
+	if ((ref->flags & SRN_TPT_MW_TYPE2) && ref->qpn != qpn)
+		return SRN_KEY_BAD_QP;
+	if (!(ref->flags & SRN_TPT_MW))
+		mr = *ref;
+	else if (srn_tpt_lookup(tpt, ref->mr_key, &mr) ||
+		 (mr.flags & SRN_TPT_MW))
+		return SRN_KEY_BAD_KEY; /* its MR is gone */
+	ref->map_key = mr.key;
+	ref->map_access = mr.access;
+	ref->map_iova = mr.iova;
+	ref->map_length = mr.length;
+	ref->map_va = mr.va;
+	return SRN_KEY_OK;
+}
+
+/* A random nonzero tag of bits bits. */
+uint32_t srn_key_tag(unsigned bits)
 {
 	static __thread uint64_t s;
 	uint32_t tag;
@@ -116,8 +164,7 @@ static uint32_t srn_key_tag(void)
 		s ^= s << 13;
 		s ^= s >> 7;
 		s ^= s << 17;
-		tag = (uint32_t)(s >> 20) &
-		      ((1u << (32 - SRN_KEY_INDEX_BITS)) - 1);
+		tag = (uint32_t)(s >> 20) & ((1u << bits) - 1);
 	} while (!tag);
 	return tag;
 }
@@ -143,7 +190,9 @@ static void srn_mr_publish(struct srn_context *ctx, struct srn_mr *mr,
 	struct srn_tpt_entry *e = &srn_ctx_tpt(ctx)->entry[mr->index];
 
 	if (!key)
-		key = (srn_key_tag() << SRN_KEY_INDEX_BITS) | mr->index;
+		key = (srn_key_tag(31 - SRN_KEY_INDEX_BITS)
+		       << SRN_KEY_INDEX_BITS) |
+		      mr->index;
 
 	/* relaxed: the entry is free (key 0), so no reader uses these
 	 * fields until the release of key below publishes them */
@@ -154,6 +203,8 @@ static void srn_mr_publish(struct srn_context *ctx, struct srn_mr *mr,
 			 __ATOMIC_RELAXED);
 	__atomic_store_n(&e->va, (uint64_t)(uintptr_t)mr->ibmr.addr,
 			 __ATOMIC_RELAXED);
+	/* relaxed: as above */
+	__atomic_store_n(&e->flags, 0, __ATOMIC_RELAXED);
 	/* release: pairs with the acquire of key in srn_tpt_lookup */
 	__atomic_store_n(&e->key, key, __ATOMIC_RELEASE);
 	/* one key for both, as devices do: the rights are checked at the
@@ -173,6 +224,51 @@ static void srn_mr_unpublish(struct srn_context *ctx, struct srn_mr *mr)
 	 * stores of the next srn_mr_publish of this index are kept after
 	 * it only by ctx->lock, not by a fence */
 	__atomic_store_n(&e->key, 0, __ATOMIC_RELEASE);
+}
+
+/* A TPT index for slot (a window's), its entry unpublished. -ENOMEM. */
+int srn_tpt_slot_add(struct srn_context *ctx, struct srn_mr *slot)
+{
+	pthread_mutex_lock(&ctx->lock);
+	slot->index = srn_tpt_alloc_index(ctx);
+	if (slot->index)
+		ctx->mr_by_index[slot->index] = slot;
+	pthread_mutex_unlock(&ctx->lock);
+	return slot->index ? 0 : -ENOMEM;
+}
+
+void srn_tpt_slot_del(struct srn_context *ctx, struct srn_mr *slot)
+{
+	pthread_mutex_lock(&ctx->lock);
+	srn_mr_unpublish(ctx, slot);
+	ctx->mr_by_index[slot->index] = NULL;
+	pthread_mutex_unlock(&ctx->lock);
+}
+
+/* Under ctx->lock: replaces entry index with src (src->key 0: leaves it
+ * unpublished), as srn_mr_publish does. */
+void srn_tpt_set_entry(struct srn_context *ctx, uint32_t index,
+		       const struct srn_tpt_entry *src)
+{
+	struct srn_tpt_entry *e = &srn_ctx_tpt(ctx)->entry[index];
+
+	/* release: pairs with the acquire of key in srn_tpt_lookup, which
+	 * then finds the entry gone while its fields change */
+	__atomic_store_n(&e->key, 0, __ATOMIC_RELEASE);
+	if (!src->key)
+		return;
+	/* relaxed: the entry is unpublished (key 0) until the release of
+	 * key below */
+	__atomic_store_n(&e->pd_handle, src->pd_handle, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->access, src->access, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->flags, src->flags, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->iova, src->iova, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->length, src->length, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->va, src->va, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->mr_key, src->mr_key, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->qpn, src->qpn, __ATOMIC_RELAXED);
+	/* release: pairs with the acquire of key in srn_tpt_lookup */
+	__atomic_store_n(&e->key, src->key, __ATOMIC_RELEASE);
 }
 
 /* Implicit ODP: one MR for the whole address space (iova = address). */
@@ -307,6 +403,10 @@ SRN_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
 	struct srn_context *ctx = to_sctx(ibmr->context);
 
 	pthread_mutex_lock(&ctx->lock);
+	if (mr->nbound) { /* windows are bound to it (as rxe) */
+		pthread_mutex_unlock(&ctx->lock);
+		return EBUSY;
+	}
 	srn_mr_unpublish(ctx, mr);
 	ctx->mr_by_index[mr->index] = NULL;
 	ctx->nmr--;
@@ -375,6 +475,13 @@ SRN_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd,
 					IBV_REREG_MR_ERR_CMD;
 	}
 	pthread_mutex_lock(&ctx->lock);
+	if (mr->nbound) { /* bound windows address its old memory */
+		pthread_mutex_unlock(&ctx->lock);
+		if (nw.shared)
+			srn_memreg_put(&nw.reg);
+		errno = EBUSY;
+		return IBV_REREG_MR_ERR_INPUT;
+	}
 	srn_mr_unpublish(ctx, mr);
 	*mr = nw;
 	srn_mr_publish(ctx, mr, old.ibmr.lkey);
@@ -406,8 +513,8 @@ int srn_mr_export(struct srn_context *ctx, uint32_t key,
 	int err = 0;
 
 	pthread_mutex_lock(&ctx->lock);
-	mr = ctx->mr_by_index[key & SRN_KEY_INDEX_MASK];
-	if (!mr || srn_tpt_lookup(srn_ctx_tpt(ctx), key, ref)) {
+	mr = ctx->mr_by_index[srn_key_index(key)];
+	if (!mr || mr->is_mw || srn_tpt_lookup(srn_ctx_tpt(ctx), key, ref)) {
 		err = -ENOENT;
 	} else if (!mr->shared) {
 		/* memory we could not share: process_vm_* for peers that may

@@ -46,6 +46,22 @@ static const struct srn_opcode_info srn_opcodes[] = {
 		.flags = SRN_OP_REMOTE_ATOMIC | SRN_OP_LOCAL_WRITE,
 		.wc_opcode = IBV_WC_FETCH_ADD,
 	},
+	[IBV_WR_LOCAL_INV] = {
+		.name = "LOCAL_INV",
+		.flags = SRN_OP_LOCAL,
+		.wc_opcode = IBV_WC_LOCAL_INV,
+	},
+	[IBV_WR_BIND_MW] = {
+		.name = "BIND_MW",
+		.flags = SRN_OP_LOCAL,
+		.wc_opcode = IBV_WC_BIND_MW,
+	},
+	[IBV_WR_SEND_WITH_INV] = {
+		.name = "SEND_WITH_INV",
+		.flags = SRN_OP_CONSUMES_RECV | SRN_OP_INLINE_OK | SRN_OP_INV,
+		.wc_opcode = IBV_WC_SEND,
+		.recv_wc_opcode = IBV_WC_RECV,
+	},
 };
 
 /* NULL for opcodes an RC QP of this device does not execute. */

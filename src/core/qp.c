@@ -137,7 +137,9 @@ static uint32_t srn_qp_wr_ops(enum ibv_qp_type type)
 	if (type == IBV_QPT_RC)
 		ops |= 1u << IBV_WR_RDMA_READ |
 		       1u << IBV_WR_ATOMIC_CMP_AND_SWP |
-		       1u << IBV_WR_ATOMIC_FETCH_AND_ADD;
+		       1u << IBV_WR_ATOMIC_FETCH_AND_ADD |
+		       1u << IBV_WR_LOCAL_INV | 1u << IBV_WR_BIND_MW |
+		       1u << IBV_WR_SEND_WITH_INV;
 	return ops;
 }
 

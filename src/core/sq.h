@@ -29,6 +29,12 @@ static inline int srn_sq_check(const struct srn_qp *qp,
 	if (qp->sq.prod - __atomic_load_n(&qp->sq.cons, __ATOMIC_ACQUIRE) >=
 	    qp->sq.max_wr)
 		return ENOMEM;
+	if (op->flags & SRN_OP_LOCAL) { /* no data: SGEs are ignored */
+		*total_p = wr->opcode == IBV_WR_BIND_MW ?
+				   wr->bind_mw.bind_info.length :
+				   0;
+		return 0;
+	}
 	for (int i = 0; i < wr->num_sge; i++)
 		total += wr->sg_list[i].length;
 	if ((wr->send_flags & IBV_SEND_INLINE) &&
@@ -87,7 +93,18 @@ static inline int srn_sq_push(struct srn_qp *qp, const struct ibv_send_wr *wr)
 	w->inline_len = 0;
 	w->done = 0;
 	w->status = IBV_WC_SUCCESS;
-	if (op->flags & SRN_OP_REMOTE_ATOMIC) {
+	if (wr->opcode == IBV_WR_BIND_MW) {
+		w->num_sge = 0;
+		w->bind_mw = wr->bind_mw.mw;
+		w->bind_mr = wr->bind_mw.bind_info.mr;
+		w->bind_access = wr->bind_mw.bind_info.mw_access_flags;
+		w->remote_addr = wr->bind_mw.bind_info.addr;
+		w->rkey = wr->bind_mw.rkey;
+		w->send_flags &= ~IBV_SEND_INLINE;
+	} else if (wr->opcode == IBV_WR_LOCAL_INV) {
+		w->num_sge = 0;
+		w->send_flags &= ~IBV_SEND_INLINE;
+	} else if (op->flags & SRN_OP_REMOTE_ATOMIC) {
 		w->remote_addr = wr->wr.atomic.remote_addr;
 		w->rkey = wr->wr.atomic.rkey;
 		w->compare_add = wr->wr.atomic.compare_add;

@@ -218,7 +218,14 @@ static bool srn_req_step(struct srn_qp *qp, struct srn_swqe *w)
 {
 	enum ibv_wc_status status = IBV_WC_SUCCESS;
 	enum srn_stall why = SRN_STALL_NONE;
-	int rc = qp->tops->execute(qp, w, &status, &why);
+	int rc = 0;
+
+	if (w->opcode == IBV_WR_BIND_MW)
+		status = srn_mw_bind_exec(qp, w);
+	else if (w->opcode == IBV_WR_LOCAL_INV)
+		status = srn_mw_local_inv_exec(qp, w);
+	else
+		rc = qp->tops->execute(qp, w, &status, &why);
 
 	if (rc == -EAGAIN && !srn_req_stall(qp, why, &status))
 		return false;

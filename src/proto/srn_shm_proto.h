@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 #define SRN_SHM_MAGIC 0x314e5253u /* "SRN1" little endian */
-#define SRN_SHM_VERSION 1
+#define SRN_SHM_VERSION 2 /* 2: TPT entries of memory windows */
 
 enum srn_seg_kind {
 	SRN_SEG_QP = 1,
@@ -193,6 +193,20 @@ static_assert(sizeof(struct srn_cq_shm) == 320, "cq shm size");
 #define SRN_TPT_ENTRIES 16384u
 #define SRN_KEY_INDEX_BITS 14
 #define SRN_KEY_INDEX_MASK ((1u << SRN_KEY_INDEX_BITS) - 1)
+/* A memory window's key: bit 31 set, the index in bits 8..21 and the low
+ * byte the consumer's key (ibv_inc_rkey changes it at each bind); an MR's
+ * key has bit 31 clear and its index in the low bits. */
+#define SRN_KEY_MW_BIT 0x80000000u
+
+static inline uint32_t srn_key_index(uint32_t key)
+{
+	return (key & SRN_KEY_MW_BIT) ? (key >> 8) & SRN_KEY_INDEX_MASK :
+					key & SRN_KEY_INDEX_MASK;
+}
+
+/* srn_tpt_entry.flags */
+#define SRN_TPT_MW 0x1u /* a memory window, bound to MR mr_key */
+#define SRN_TPT_MW_TYPE2 0x2u /* ... of type 2: only QP qpn may use it */
 
 struct srn_tpt_entry {
 	/* 0 when free. Written last with release at registration and
@@ -200,13 +214,16 @@ struct srn_tpt_entry {
 	uint32_t key;
 	uint32_t pd_handle;
 	uint32_t access; /* IBV_ACCESS_* */
-	uint32_t rsvd0;
+	uint32_t flags; /* SRN_TPT_* */
 	uint64_t iova; /* first byte the key covers */
 	uint64_t length;
 	uint64_t va; /* owner's virtual address of iova */
-	uint8_t rsvd1[24];
+	uint32_t mr_key; /* a window: the key of its MR (checked valid) */
+	uint32_t qpn; /* a type 2 window: the QP it is bound to */
+	uint8_t rsvd1[16];
 };
 static_assert(sizeof(struct srn_tpt_entry) == 64, "tpt entry size");
+static_assert(offsetof(struct srn_tpt_entry, mr_key) == 40, "tpt mr_key off");
 
 struct srn_tpt_shm {
 	struct srn_seg_hdr hdr;

@@ -30,19 +30,40 @@ static pthread_once_t srn_lib_once = PTHREAD_ONCE_INIT;
 
 static struct ibv_mw *srn_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
 {
-	errno = EOPNOTSUPP;
-	return NULL;
+	struct ibv_mw *mw;
+	int err = srn_mw_alloc(pd, type, &mw);
+
+	if (err) {
+		errno = -err;
+		return NULL;
+	}
+	return mw;
 }
 
+/* ibv_bind_mw (type 1): a BIND_MW work request on qp's send queue, with
+ * the window's next key (as rxe, mw->rkey is the new key once posted). */
 static int srn_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw,
 		       struct ibv_mw_bind *mw_bind)
 {
-	return EOPNOTSUPP;
+	struct ibv_send_wr wr = { 0 }, *bad;
+	uint32_t rkey = ibv_inc_rkey(mw->rkey);
+	int err;
+
+	wr.wr_id = mw_bind->wr_id;
+	wr.opcode = IBV_WR_BIND_MW;
+	wr.send_flags = mw_bind->send_flags;
+	wr.bind_mw.mw = mw;
+	wr.bind_mw.rkey = rkey;
+	wr.bind_mw.bind_info = mw_bind->bind_info;
+	err = qp->context->ops.post_send(qp, &wr, &bad);
+	if (!err)
+		mw->rkey = rkey;
+	return err;
 }
 
 static int srn_dealloc_mw(struct ibv_mw *mw)
 {
-	return EOPNOTSUPP;
+	return -srn_mw_dealloc(mw);
 }
 
 static struct ibv_xrcd *srn_open_xrcd(struct ibv_context *context,

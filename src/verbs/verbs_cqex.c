@@ -50,6 +50,11 @@ static bool srn_cqex_load(struct srn_cq *cq)
 	cq->cur = c;
 	cq->ibcq.wr_id = c->wr_id;
 	cq->ibcq.status = c->status;
+	/* a SEND_WITH_INV placed by a same-host initiator: the window goes
+	 * before the application sees the completion (as srn_cq_drain) */
+	if (srn_unlikely(c->wc_flags & IBV_WC_WITH_INV) &&
+	    c->status == IBV_WC_SUCCESS)
+		srn_mw_remote_inv(cq->ctx, c->imm_data, c->qp_num);
 	return true;
 }
 

@@ -207,12 +207,35 @@ static void srn_wr_refused(struct ibv_qp_ex *x)
 static void srn_wr_bind_mw(struct ibv_qp_ex *x, struct ibv_mw *mw,
 			   uint32_t rkey, const struct ibv_mw_bind_info *bi)
 {
-	srn_wr_refused(x);
+	struct srn_swqe *w =
+		srn_bx_open(x, IBV_WR_BIND_MW, IBV_QP_EX_WITH_BIND_MW);
+
+	if (!w)
+		return;
+	w->bind_mw = mw;
+	w->bind_mr = bi->mr;
+	w->bind_access = bi->mw_access_flags;
+	w->remote_addr = bi->addr;
+	w->total_len = bi->length;
+	w->rkey = rkey;
 }
 
-static void srn_wr_inv(struct ibv_qp_ex *x, uint32_t rkey)
+static void srn_wr_local_inv(struct ibv_qp_ex *x, uint32_t rkey)
 {
-	srn_wr_refused(x);
+	struct srn_swqe *w =
+		srn_bx_open(x, IBV_WR_LOCAL_INV, IBV_QP_EX_WITH_LOCAL_INV);
+
+	if (w)
+		w->imm_data = rkey; /* invalidate_rkey */
+}
+
+static void srn_wr_send_inv(struct ibv_qp_ex *x, uint32_t rkey)
+{
+	struct srn_swqe *w = srn_bx_open(x, IBV_WR_SEND_WITH_INV,
+					 IBV_QP_EX_WITH_SEND_WITH_INV);
+
+	if (w)
+		w->imm_data = rkey; /* invalidate_rkey */
 }
 
 static void srn_wr_send_tso(struct ibv_qp_ex *x, void *hdr, uint16_t hdr_sz,
@@ -320,8 +343,8 @@ void srn_qpex_init(struct srn_qp *qp, uint64_t send_ops_flags)
 	x->wr_atomic_cmp_swp = srn_wr_atomic_cmp_swp;
 	x->wr_atomic_fetch_add = srn_wr_atomic_fetch_add;
 	x->wr_bind_mw = srn_wr_bind_mw;
-	x->wr_local_inv = srn_wr_inv;
-	x->wr_send_inv = srn_wr_inv;
+	x->wr_local_inv = srn_wr_local_inv;
+	x->wr_send_inv = srn_wr_send_inv;
 	x->wr_send_tso = srn_wr_send_tso;
 	x->wr_atomic_write = srn_wr_atomic_write;
 	x->wr_set_ud_addr = srn_wr_set_ud_addr;

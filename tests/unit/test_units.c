@@ -93,6 +93,48 @@ static void test_cq_ring(void)
 	free(seg);
 }
 
+/* A zero-based type 2 window at index 6 on 0x100 bytes of MR key (entry
+ * e), at MR offset 0x200, bound to QP 42. */
+static void test_tpt_window(struct srn_tpt_shm *t, struct srn_tpt_entry *mr,
+			    uint32_t key)
+{
+	struct srn_tpt_entry *w = &t->entry[6];
+	uint32_t wkey = SRN_KEY_MW_BIT | 9u << 22 | 6u << 8 | 0x11;
+	struct srn_key_ref r;
+
+	CHECK(srn_key_index(wkey) == 6 && srn_key_index(key) == 5);
+	w->pd_handle = 3;
+	w->access = IBV_ACCESS_REMOTE_READ;
+	w->flags = SRN_TPT_MW | SRN_TPT_MW_TYPE2;
+	w->iova = 0;
+	w->length = 0x100;
+	w->va = mr->va + 0x200;
+	w->mr_key = key;
+	w->qpn = 42;
+	w->key = wkey;
+	CHECK(srn_rkey_check(t, wkey, 3, 42, IBV_ACCESS_REMOTE_READ, 0x10, 0x10,
+			     &r) == SRN_KEY_OK &&
+	      r.va == 0x7200 && r.iova == 0 && r.map_key == key &&
+	      r.map_va == 0x7000 && r.map_iova == 0x10000);
+	CHECK(srn_rkey_check(t, key, 3, 42, IBV_ACCESS_REMOTE_READ, 0x10000, 1,
+			     &r) == SRN_KEY_OK &&
+	      r.map_key == key);
+	CHECK(srn_rkey_check(t, wkey, 3, 43, IBV_ACCESS_REMOTE_READ, 0, 1,
+			     &r) == SRN_KEY_BAD_QP);
+	CHECK(srn_rkey_check(t, wkey, 3, 42, IBV_ACCESS_REMOTE_READ, 0xff, 2,
+			     &r) == SRN_KEY_BAD_BOUNDS);
+	CHECK(srn_rkey_check(t, wkey, 3, 42, IBV_ACCESS_REMOTE_WRITE, 0, 1,
+			     &r) == SRN_KEY_BAD_ACCESS);
+	CHECK(srn_rkey_check(t, wkey ^ 1, 3, 42, IBV_ACCESS_REMOTE_READ, 0, 1,
+			     &r) == SRN_KEY_BAD_KEY);
+	/* a window's key is no local key */
+	CHECK(srn_key_check(t, wkey, 3, 0, 0, 1, &r) == SRN_KEY_BAD_KEY);
+	w->mr_key = key + (1u << SRN_KEY_INDEX_BITS); /* its MR is gone */
+	CHECK(srn_rkey_check(t, wkey, 3, 42, IBV_ACCESS_REMOTE_READ, 0, 1,
+			     &r) == SRN_KEY_BAD_KEY);
+	w->key = 0;
+}
+
 static void test_tpt(void)
 {
 	struct srn_tpt_shm *t = calloc(1, sizeof(*t));
@@ -124,6 +166,7 @@ static void test_tpt(void)
 	CHECK(srn_key_check(t, key, 3, IBV_ACCESS_REMOTE_READ, 0x10fff,
 			    UINT64_MAX, &r) == SRN_KEY_BAD_BOUNDS);
 	CHECK(srn_key_check(t, 0, 3, 0, 0, 0, &r) == SRN_KEY_BAD_KEY);
+	test_tpt_window(t, e, key);
 	e->key = 0; /* deregistered */
 	CHECK(srn_key_check(t, key, 3, 0, 0x10000, 1, &r) == SRN_KEY_BAD_KEY);
 	free(t);
@@ -182,7 +225,16 @@ static void test_opcodes(void)
 	      o->recv_wc_opcode == IBV_WC_RECV_RDMA_WITH_IMM);
 	o = srn_opcode_get(IBV_WR_ATOMIC_FETCH_AND_ADD);
 	CHECK(o && o->wc_opcode == IBV_WC_FETCH_ADD);
-	CHECK(srn_opcode_get(IBV_WR_LOCAL_INV) == NULL);
+	o = srn_opcode_get(IBV_WR_LOCAL_INV);
+	CHECK(o && (o->flags & SRN_OP_LOCAL) &&
+	      o->wc_opcode == IBV_WC_LOCAL_INV);
+	o = srn_opcode_get(IBV_WR_BIND_MW);
+	CHECK(o && (o->flags & SRN_OP_LOCAL) && o->wc_opcode == IBV_WC_BIND_MW);
+	o = srn_opcode_get(IBV_WR_SEND_WITH_INV);
+	CHECK(o && (o->flags & SRN_OP_INV) &&
+	      (o->flags & SRN_OP_CONSUMES_RECV) &&
+	      o->recv_wc_opcode == IBV_WC_RECV);
+	CHECK(srn_opcode_get(IBV_WR_TSO) == NULL);
 	CHECK(srn_opcode_get(1000) == NULL);
 }
 

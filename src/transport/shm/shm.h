@@ -10,6 +10,7 @@
 #include "proto/srn_ctl_proto.h"
 
 #define SRN_RMR_CACHE 32
+#define SRN_INV_PENDING 16 /* srn_resp_inv_record */
 
 /* A target MR mapped into this process. */
 struct srn_rmr {
@@ -48,6 +49,8 @@ struct srn_peer {
 	uint32_t mr_asked; /* key of the MR_REQ in flight (shm_mr.c), or 0 */
 	unsigned rmr_next;
 	struct srn_rmr rmr[SRN_RMR_CACHE];
+	uint32_t inv_key[SRN_INV_PENDING]; /* keys we invalidated */
+	unsigned inv_next;
 	char desc[64]; /* once up */
 	char desc_wait[64]; /* until then */
 };
@@ -59,6 +62,9 @@ struct srn_peer {
 /* responder.c: the target's side of each operation */
 int srn_resp_mr(struct srn_peer *p, uint32_t key, uint64_t addr, uint64_t len,
 		unsigned need_access, uint8_t **ptr_p);
+int srn_resp_inv_check(struct srn_peer *p, const struct srn_swqe *w);
+void srn_resp_inv_record(struct srn_peer *p, uint32_t key);
+bool srn_resp_inv_pending(const struct srn_peer *p, uint32_t key);
 int srn_resp_mr_any(struct srn_peer *p, uint32_t key, uint64_t addr,
 		    uint64_t len, unsigned need_access, uint8_t **ptr_p,
 		    bool *pvm_p);

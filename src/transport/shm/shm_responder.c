@@ -20,11 +20,42 @@ static struct srn_rmr *srn_rmr_find(struct srn_peer *p,
 	for (unsigned i = 0; i < SRN_RMR_CACHE; i++) {
 		struct srn_rmr *m = &p->rmr[i];
 
-		if (m->key == ref->key && m->iova == ref->iova &&
-		    m->length == ref->length && m->access == ref->access)
+		if (m->key == ref->map_key && m->iova == ref->map_iova &&
+		    m->length == ref->map_length &&
+		    m->access == ref->map_access)
 			return m;
 	}
 	return NULL;
+}
+
+/* A SEND_WITH_INV's key must name a valid type 2 window of the target
+ * bound to its QP (as rxe's invalidate): 0, or -EINVAL. */
+int srn_resp_inv_check(struct srn_peer *p, const struct srn_swqe *w)
+{
+	struct srn_key_ref ref;
+
+	if (srn_tpt_lookup(p->tpt, w->imm_data, &ref) ||
+	    !(ref.flags & SRN_TPT_MW_TYPE2) || ref.qpn != p->qpn ||
+	    srn_resp_inv_pending(p, w->imm_data))
+		return -EINVAL;
+	return 0;
+}
+
+/* Keys this peer invalidated that the target may not have applied yet
+ * (it does when it polls the receive completion): only this peer could
+ * use them (a type 2 window serves the QP it is bound to), so a short
+ * list here suffices; the newest SRN_INV_PENDING are kept. */
+void srn_resp_inv_record(struct srn_peer *p, uint32_t key)
+{
+	p->inv_key[p->inv_next++ % SRN_INV_PENDING] = key;
+}
+
+bool srn_resp_inv_pending(const struct srn_peer *p, uint32_t key)
+{
+	for (unsigned i = 0; i < SRN_INV_PENDING; i++)
+		if (p->inv_key[i] == key)
+			return true;
+	return false;
 }
 
 /*
@@ -42,23 +73,41 @@ int srn_resp_mr_any(struct srn_peer *p, uint32_t key, uint64_t addr,
 	struct srn_rmr *m;
 	int err;
 
-	ke = srn_key_check(p->tpt, key, p->pd_handle, need_access, addr, len,
-			   &ref);
+	/* a remote access may use a window's key (of this QP, for type 2);
+	 * a receive buffer needs an MR's */
+	if (need_access & SRN_ACCESS_REMOTE)
+		ke = srn_rkey_check(p->tpt, key, p->pd_handle, p->qpn,
+				    need_access, addr, len, &ref);
+	else
+		ke = srn_key_check(p->tpt, key, p->pd_handle, need_access, addr,
+				   len, &ref);
+	if (ke == SRN_KEY_OK && (ref.flags & SRN_TPT_MW) &&
+	    srn_resp_inv_pending(p, key))
+		ke = SRN_KEY_BAD_KEY; /* invalidated by our SEND_WITH_INV */
 	if (ke != SRN_KEY_OK) {
 		srn_dbg("QP 0x%06x: key 0x%x at the target: %s",
 			p->qp->ibqpx.qp_base.qp_num, key,
 			srn_key_err_names[ke]);
 		return -EACCES;
 	}
+	if (!(ref.flags & SRN_TPT_MW)) { /* an MR maps itself */
+		ref.map_key = ref.key;
+		ref.map_access = ref.access;
+		ref.map_iova = ref.iova;
+		ref.map_length = ref.length;
+		ref.map_va = ref.va;
+	}
 	m = srn_rmr_find(p, &ref);
 	if (!m) {
-		err = srn_shm_mr_fetch(p, key, &m);
+		err = srn_shm_mr_fetch(p, ref.map_key, &m);
 		if (err)
 			return err;
-		if (m->iova != ref.iova || m->length != ref.length)
+		if (m->iova != ref.map_iova || m->length != ref.map_length)
 			return -EACCES; /* re-registered meanwhile */
 	}
-	*ptr_p = m->base + (addr - ref.iova);
+	/* the window's first byte is at ref.va in the owner, which is
+	 * m->base + (ref.va - ref.map_va) here */
+	*ptr_p = m->base + (ref.va - ref.map_va) + (addr - ref.iova);
 	*pvm_p = m->pvm;
 	return 0;
 }
@@ -159,6 +208,13 @@ void srn_resp_complete(struct srn_peer *p, const struct srn_rwqe *rw,
 	if (status == IBV_WC_SUCCESS && op && (op->flags & SRN_OP_HAS_IMM)) {
 		c.imm_data = w->imm_data;
 		c.wc_flags |= IBV_WC_WITH_IMM;
+	}
+	if (status == IBV_WC_SUCCESS && op && (op->flags & SRN_OP_INV)) {
+		/* the target's poll invalidates the window (srn_cq_drain);
+		 * until then this peer refuses the key itself */
+		srn_resp_inv_record(p, w->imm_data);
+		c.imm_data = w->imm_data; /* invalidated_rkey, host order */
+		c.wc_flags |= IBV_WC_WITH_INV;
 	}
 	if (status != IBV_WC_SUCCESS)
 		c.vendor_err = status;

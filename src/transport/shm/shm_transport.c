@@ -190,6 +190,8 @@ static int srn_shm_send(struct srn_qp *qp, struct srn_peer *p,
 		*status = IBV_WC_LOC_PROT_ERR;
 		return 0;
 	}
+	if (w->opcode == IBV_WR_SEND_WITH_INV && srn_resp_inv_check(p, w))
+		return srn_invalid_request(p, status);
 	do {
 		err = srn_resp_peek_recv(p, &rb.w, &pos);
 		if (err == -EAGAIN) {
@@ -371,6 +373,7 @@ static int srn_shm_execute(struct srn_qp *qp, const struct srn_swqe *w,
 				  status, stall);
 	case IBV_WR_SEND:
 	case IBV_WR_SEND_WITH_IMM:
+	case IBV_WR_SEND_WITH_INV:
 		return srn_shm_uc(qp, srn_shm_send(qp, p, w, status, stall),
 				  status, stall);
 	case IBV_WR_RDMA_READ:

@@ -47,7 +47,8 @@ extern const char *const srn_wire_op_names[];
 #define SRN_WF_ACK \
 	0x8u /* ack_psn: the other side's requests up to and
 			 * including it are done (cumulative) */
-#define SRN_WF_ALL 0xfu
+#define SRN_WF_INV 0x10u /* SEND: aux is a key to invalidate at the target */
+#define SRN_WF_ALL 0x1fu
 
 /* ACK status (aux of SRN_WOP_ACK) */
 enum srn_wire_status {

@@ -105,8 +105,9 @@ static uint32_t srn_tcp_key(struct srn_tcp_link *c, uint32_t key, uint64_t addr,
 
 	if (!(qp->attr.qp_access_flags & acc))
 		return SRN_WS_REM_INV_REQ;
-	if (len && srn_key_check(srn_ctx_tpt(qp->ctx), key, qp->pd->handle, acc,
-				 addr, len, &ref) != SRN_KEY_OK)
+	if (len && srn_rkey_check(srn_ctx_tpt(qp->ctx), key, qp->pd->handle,
+				  qp->ibqpx.qp_base.qp_num, acc, addr, len,
+				  &ref) != SRN_KEY_OK)
 		return SRN_WS_REM_ACCESS;
 	*ptr = len ? (uint8_t *)(uintptr_t)(ref.va + (addr - ref.iova)) : NULL;
 	return SRN_WS_OK;
@@ -125,6 +126,16 @@ static int srn_tcp_send_sink(struct srn_tcp_link *c,
 	}
 	if (c->st != IBV_WC_SUCCESS) {
 		c->ws = SRN_WS_REM_OP;
+		return 0;
+	}
+	/* SEND_WITH_INV: the window (type 2, bound to this QP) is invalid
+	 * before the receive completes and before any later request */
+	if ((h->flags & SRN_WF_INV) &&
+	    srn_mw_remote_inv(c->qp->ctx, h->aux,
+			      c->qp->ibqpx.qp_base.qp_num)) {
+		c->st = IBV_WC_REM_INV_REQ_ERR;
+		c->ws = SRN_WS_REM_INV_REQ;
+		*niov = 0;
 		return 0;
 	}
 	for (uint32_t i = 0; i < c->rb.w.num_sge; i++) {
@@ -264,6 +275,10 @@ static void srn_tcp_recv_cqe(struct srn_tcp_link *c,
 	if (c->st == IBV_WC_SUCCESS && (h->flags & SRN_WF_IMM)) {
 		q.imm_data = h->aux;
 		q.wc_flags = IBV_WC_WITH_IMM;
+	}
+	if (c->st == IBV_WC_SUCCESS && (h->flags & SRN_WF_INV)) {
+		q.imm_data = h->aux; /* invalidated_rkey */
+		q.wc_flags = IBV_WC_WITH_INV;
 	}
 	if (c->st != IBV_WC_SUCCESS)
 		q.vendor_err = c->st;

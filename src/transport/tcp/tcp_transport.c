@@ -50,6 +50,7 @@ static void srn_tcp_req_hdr(const struct srn_swqe *w, struct srn_wire_hdr *h)
 	switch (w->opcode) {
 	case IBV_WR_SEND:
 	case IBV_WR_SEND_WITH_IMM:
+	case IBV_WR_SEND_WITH_INV:
 		srn_wire_hdr_init(h, SRN_WOP_SEND, w->psn,
 				  (uint32_t)w->total_len);
 		break;
@@ -71,6 +72,10 @@ static void srn_tcp_req_hdr(const struct srn_swqe *w, struct srn_wire_hdr *h)
 	}
 	if (imm) {
 		h->flags |= SRN_WF_IMM;
+		h->aux = w->imm_data;
+	}
+	if (w->opcode == IBV_WR_SEND_WITH_INV) {
+		h->flags |= SRN_WF_INV;
 		h->aux = w->imm_data;
 	}
 	if (w->send_flags & IBV_SEND_SOLICITED)
