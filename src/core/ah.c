@@ -1,20 +1,16 @@
 // SPDX-License-Identifier: MIT
 /*
  * softrnic — address handles. On a RoCE port every AH must be global
- * (carry a GRH with the destination GID); the AH only records it, UD
- * delivery is a later feature.
+ * (carry a GRH with the destination GID); a UD WR's AH says where its
+ * datagram goes (engine/ud.c), and the GRH a UD receive starts with says
+ * where one came from (srn_grh_build, ibv_init_ah_from_wc).
  */
+#include <endian.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/core.h"
-
-struct srn_ah {
-	struct ibv_ah ibah;
-	struct srn_pd *pd;
-	struct ibv_ah_attr attr;
-};
 
 SRN_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *ibpd,
 					struct ibv_ah_attr *attr)
@@ -55,7 +51,7 @@ SRN_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *ibpd,
 
 SRN_EXPORT int ibv_destroy_ah(struct ibv_ah *ibah)
 {
-	struct srn_ah *ah = container_of(ibah, struct srn_ah, ibah);
+	struct srn_ah *ah = to_sah(ibah);
 	struct srn_context *ctx = to_sctx(ibah->context);
 
 	/* release: pairs with the acquire in ibv_dealloc_pd */
@@ -67,12 +63,82 @@ SRN_EXPORT int ibv_destroy_ah(struct ibv_ah *ibah)
 	return 0;
 }
 
+/* The IPv4 address of an IPv4-mapped GID, or false. */
+static bool srn_gid_v4(const union ibv_gid *g, uint32_t *ip_p)
+{
+	static const uint8_t pfx[12] = { 0, 0, 0, 0, 0,	   0,
+					 0, 0, 0, 0, 0xff, 0xff };
+
+	if (memcmp(g->raw, pfx, sizeof(pfx)))
+		return false;
+	memcpy(ip_p, g->raw + 12, 4);
+	return true;
+}
+
+static uint16_t srn_ip_csum(const uint8_t *h, size_t n)
+{
+	uint32_t sum = 0;
+
+	for (size_t i = 0; i + 1 < n; i += 2)
+		sum += (uint32_t)h[i] << 8 | h[i + 1];
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return (uint16_t)~sum;
+}
+
+/* The GRH of a datagram from sgid to dgid: the IPv4 header RoCEv2 would
+ * have carried (UDP, BTH, DETH and ICRC in its length), or an IPv6 GRH
+ * when either GID is not IPv4-mapped. */
+void srn_grh_build(uint8_t grh[SRN_GRH_LEN], const union ibv_gid *sgid,
+		   const union ibv_gid *dgid, uint32_t payload_len)
+{
+	uint32_t sip, dip, ip_len = 20 + 8 + 12 + 8 + payload_len + 4;
+	uint8_t *h = grh + 20;
+	uint16_t csum;
+
+	memset(grh, 0, SRN_GRH_LEN);
+	if (!srn_gid_v4(sgid, &sip) || !srn_gid_v4(dgid, &dip)) {
+		struct ibv_grh *g = (struct ibv_grh *)grh;
+
+		g->version_tclass_flow = htobe32(6u << 28);
+		g->paylen = htobe16((uint16_t)(ip_len - 20));
+		g->next_hdr = 17;
+		g->hop_limit = 64;
+		g->sgid = *sgid;
+		g->dgid = *dgid;
+		return;
+	}
+	h[0] = 0x45;
+	h[2] = (uint8_t)(ip_len >> 8);
+	h[3] = (uint8_t)ip_len;
+	h[6] = 0x40; /* don't fragment */
+	h[8] = 64; /* TTL */
+	h[9] = 17; /* UDP */
+	memcpy(h + 12, &sip, 4);
+	memcpy(h + 16, &dip, 4);
+	csum = srn_ip_csum(h, 20);
+	h[10] = (uint8_t)(csum >> 8);
+	h[11] = (uint8_t)csum;
+}
+
+/* A GRH that holds a valid IPv4 header (RoCEv2 over IPv4)? */
+static bool srn_grh_is_v4(const struct ibv_grh *grh)
+{
+	const uint8_t *h = (const uint8_t *)grh + 20;
+
+	return h[0] == 0x45 && srn_ip_csum(h, 20) == 0;
+}
+
 SRN_EXPORT int ibv_init_ah_from_wc(struct ibv_context *context,
 				   uint8_t port_num, struct ibv_wc *wc,
 				   struct ibv_grh *grh,
 				   struct ibv_ah_attr *ah_attr)
 {
-	if (!grh || !(wc->wc_flags & IBV_WC_GRH) || port_num != 1) {
+	uint32_t flow;
+
+	(void)context;
+	if (!wc || !ah_attr || !grh || !(wc->wc_flags & IBV_WC_GRH) ||
+	    port_num != 1) {
 		errno = EINVAL;
 		return -1;
 	}
@@ -82,12 +148,21 @@ SRN_EXPORT int ibv_init_ah_from_wc(struct ibv_context *context,
 	ah_attr->src_path_bits = wc->dlid_path_bits;
 	ah_attr->port_num = port_num;
 	ah_attr->is_global = 1;
-	ah_attr->grh.dgid = grh->sgid;
 	ah_attr->grh.sgid_index = 0;
 	ah_attr->grh.hop_limit = 0xff;
-	ah_attr->grh.traffic_class = (be32toh(grh->version_tclass_flow) >> 20) &
-				     0xff;
-	ah_attr->grh.flow_label = be32toh(grh->version_tclass_flow) & 0xfffff;
+	if (srn_grh_is_v4(grh)) { /* the sender is the IPv4 source */
+		const uint8_t *h = (const uint8_t *)grh + 20;
+
+		ah_attr->grh.dgid.raw[10] = 0xff;
+		ah_attr->grh.dgid.raw[11] = 0xff;
+		memcpy(ah_attr->grh.dgid.raw + 12, h + 12, 4);
+		ah_attr->grh.traffic_class = h[1];
+		return 0;
+	}
+	flow = be32toh(grh->version_tclass_flow);
+	ah_attr->grh.dgid = grh->sgid;
+	ah_attr->grh.traffic_class = (flow >> 20) & 0xff;
+	ah_attr->grh.flow_label = flow & 0xfffff;
 	return 0;
 }
 

@@ -152,6 +152,25 @@ static inline struct srn_pd *to_spd(struct ibv_pd *p)
 	return container_of(p, struct srn_pd, ibpd);
 }
 
+/* ---- ah.c ---- */
+struct srn_ah {
+	struct ibv_ah ibah;
+	struct srn_pd *pd;
+	struct ibv_ah_attr attr;
+};
+
+static inline struct srn_ah *to_sah(struct ibv_ah *a)
+{
+	return container_of(a, struct srn_ah, ibah);
+}
+
+/* The 40 bytes a UD receive buffer starts with (RoCEv2 over IPv4, as
+ * Soft-RoCE writes them: 20 zero bytes, then the IPv4 header) */
+#define SRN_GRH_LEN 40
+void srn_grh_build(uint8_t grh[SRN_GRH_LEN], const union ibv_gid *sgid,
+		   const union ibv_gid *dgid, uint32_t payload_len);
+#define SRN_UD_MTU 4096 /* the port's active MTU: the largest datagram */
+
 /* ---- dm.c ---- */
 struct ibv_dm *srn_alloc_dm(struct ibv_context *context,
 			    struct ibv_alloc_dm_attr *attr);
@@ -501,6 +520,7 @@ enum srn_stall {
 extern const char *const srn_stall_names[];
 
 struct srn_transport_ops;
+struct srn_ud_qp;
 
 struct srn_qp {
 	struct ibv_qp_ex ibqpx; /* qp_base first */
@@ -536,6 +556,7 @@ struct srn_qp {
 	/* the transport and its per-connection state */
 	const struct srn_transport_ops *tops;
 	void *tpriv;
+	struct srn_ud_qp *ud; /* UD: engine/ud.c (NULL for other types) */
 	/* stall bookkeeping, under sq_lock */
 	enum srn_stall stall;
 	uint64_t stall_deadline_ns;
@@ -557,6 +578,8 @@ struct srn_qp {
 	void *tstate;
 };
 
+/* ... and a UD QP: datagrams (SEND) only */
+#define SRN_QP_SEND_OPS_UD (IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM)
 /* ... and a UC QP: no READ, no atomics */
 #define SRN_QP_SEND_OPS_UC                                                \
 	(IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | \
@@ -601,6 +624,8 @@ void srn_qp_query(struct srn_qp *qp, struct ibv_qp_attr *attr,
 struct iovec;
 int srn_local_iov(struct srn_qp *qp, const struct srn_swqe *w, unsigned need,
 		  struct iovec *iov, unsigned *n_p);
+int srn_recv_iov(struct srn_qp *qp, const struct srn_rwqe *rw,
+		 struct iovec *iov, unsigned *n_p, uint64_t *cap_p);
 void srn_iov_copy(const struct iovec *dst, unsigned nd, const struct iovec *src,
 		  unsigned ns);
 

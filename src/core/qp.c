@@ -49,7 +49,7 @@ static int srn_sq_init(struct srn_qp *qp)
 	return sq->buf ? 0 : -ENOMEM;
 }
 
-static int srn_qp_seg_init(struct srn_qp *qp)
+static int srn_qp_seg_init(struct srn_qp *qp, enum ibv_qp_type type)
 {
 	size_t off = sizeof(struct srn_qp_shm);
 	uint32_t size = srn_pow2(qp->cap.max_recv_wr ? qp->cap.max_recv_wr : 1);
@@ -64,6 +64,7 @@ static int srn_qp_seg_init(struct srn_qp *qp)
 	qp->shm->pd_handle = qp->pd->handle;
 	qp->shm->has_srq = !!qp->srq;
 	qp->shm->recv_cq_handle = qp->recv_cq->handle;
+	qp->shm->qp_type = type;
 	if (qp->srq)
 		return 0;
 	srn_rq_init(&qp->shm->rq, size, qp->cap.max_recv_sge, off);
@@ -113,7 +114,7 @@ static struct srn_qp *srn_qp_alloc(struct srn_context *ctx,
 	srn_list_init(&qp->ctx_link);
 	*err = srn_sq_init(qp);
 	if (!*err)
-		*err = srn_qp_seg_init(qp);
+		*err = srn_qp_seg_init(qp, a->qp_type);
 	if (*err) {
 		srn_qp_free(qp);
 		return NULL;
@@ -124,16 +125,19 @@ static struct srn_qp *srn_qp_alloc(struct srn_context *ctx,
 /* The ibv_wr_* opcodes a QP of this type runs (send_ops_flags). */
 uint64_t srn_qp_send_ops(enum ibv_qp_type type)
 {
+	if (type == IBV_QPT_UD)
+		return SRN_QP_SEND_OPS_UD;
 	return type == IBV_QPT_UC ? SRN_QP_SEND_OPS_UC : SRN_QP_SEND_OPS_RC;
 }
 
 /* The same as a mask of enum ibv_wr_opcode, for ibv_post_send. */
 static uint32_t srn_qp_wr_ops(enum ibv_qp_type type)
 {
-	uint32_t ops = 1u << IBV_WR_SEND | 1u << IBV_WR_SEND_WITH_IMM |
-		       1u << IBV_WR_RDMA_WRITE |
-		       1u << IBV_WR_RDMA_WRITE_WITH_IMM;
+	uint32_t ops = 1u << IBV_WR_SEND | 1u << IBV_WR_SEND_WITH_IMM;
 
+	if (type == IBV_QPT_UD)
+		return ops; /* datagrams: SEND only */
+	ops |= 1u << IBV_WR_RDMA_WRITE | 1u << IBV_WR_RDMA_WRITE_WITH_IMM;
 	if (type == IBV_QPT_RC)
 		ops |= 1u << IBV_WR_RDMA_READ |
 		       1u << IBV_WR_ATOMIC_CMP_AND_SWP |
@@ -207,7 +211,8 @@ int srn_qp_create(struct srn_context *ctx, struct ibv_qp_init_attr_ex *a,
 	else if ((a->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) &&
 		 a->create_flags)
 		err = -EOPNOTSUPP; /* none of the creation flags is offered */
-	else if (a->qp_type != IBV_QPT_RC && a->qp_type != IBV_QPT_UC)
+	else if (a->qp_type != IBV_QPT_RC && a->qp_type != IBV_QPT_UC &&
+		 a->qp_type != IBV_QPT_UD)
 		err = -EOPNOTSUPP;
 	else if ((a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
 		 (a->send_ops_flags & ~srn_qp_send_ops(a->qp_type)))
@@ -338,7 +343,12 @@ void srn_qp_apply_attr(struct srn_qp *qp, const struct ibv_qp_attr *a, int mask)
 	SRN_COPY(IBV_QP_ALT_PATH, alt_ah_attr);
 	SRN_COPY(IBV_QP_PATH_MIG_STATE, path_mig_state);
 	SRN_COPY(IBV_QP_EN_SQD_ASYNC_NOTIFY, en_sqd_async_notify);
+	SRN_COPY(IBV_QP_QKEY, qkey);
 #undef SRN_COPY
+	/* release: pairs with the acquire in srn_udp_to_qp (the Q_Key
+	 * check of a datagram); it publishes nothing else */
+	if (mask & IBV_QP_QKEY)
+		__atomic_store_n(&qp->shm->qkey, a->qkey, __ATOMIC_RELEASE);
 	/* release: pairs with the acquire in srn_target_allows (peers check
 	 * it); it publishes nothing else */
 	if (mask & IBV_QP_ACCESS_FLAGS)

@@ -39,6 +39,36 @@ int srn_local_iov(struct srn_qp *qp, const struct srn_swqe *w, unsigned need,
 	return 0;
 }
 
+/* The owner's view of a receive WQE of qp: its SGEs checked for
+ * LOCAL_WRITE in the context's TPT and resolved to iovecs; their total
+ * length in *cap_p. 0, or -EACCES (a bad lkey: LOC_PROT_ERR). */
+int srn_recv_iov(struct srn_qp *qp, const struct srn_rwqe *rw,
+		 struct iovec *iov, unsigned *n_p, uint64_t *cap_p)
+{
+	const struct srn_tpt_shm *tpt = srn_ctx_tpt(qp->ctx);
+	uint64_t cap = 0;
+	unsigned n = 0;
+
+	for (uint32_t i = 0; i < rw->num_sge && i < SRN_MAX_SGE; i++) {
+		const struct srn_rsge *s = &rw->sge[i];
+		struct srn_key_ref ref;
+
+		if (!s->length)
+			continue;
+		if (srn_key_check(tpt, s->lkey, qp->pd->handle,
+				  IBV_ACCESS_LOCAL_WRITE, s->addr, s->length,
+				  &ref) != SRN_KEY_OK)
+			return -EACCES;
+		iov[n].iov_base =
+			(void *)(uintptr_t)(ref.va + (s->addr - ref.iova));
+		iov[n++].iov_len = s->length;
+		cap += s->length;
+	}
+	*n_p = n;
+	*cap_p = cap;
+	return 0;
+}
+
 /* Copies min(total(src), total(dst)) bytes from one iovec list to another. */
 void srn_iov_copy(const struct iovec *dst, unsigned nd, const struct iovec *src,
 		  unsigned ns)

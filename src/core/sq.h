@@ -46,6 +46,9 @@ static inline int srn_sq_check(const struct srn_qp *qp,
 		return EINVAL;
 	if (total > SRN_MAX_MSG_SZ)
 		return EINVAL;
+	if (qp->ibqpx.qp_base.qp_type == IBV_QPT_UD &&
+	    (!wr->wr.ud.ah || total > SRN_UD_MTU))
+		return EINVAL; /* a datagram fits the port MTU */
 	*total_p = total;
 	return 0;
 }
@@ -104,6 +107,10 @@ static inline int srn_sq_push(struct srn_qp *qp, const struct ibv_send_wr *wr)
 	} else if (wr->opcode == IBV_WR_LOCAL_INV) {
 		w->num_sge = 0;
 		w->send_flags &= ~IBV_SEND_INLINE;
+	} else if (qp->ibqpx.qp_base.qp_type == IBV_QPT_UD) {
+		w->ah = wr->wr.ud.ah;
+		w->remote_qpn = wr->wr.ud.remote_qpn;
+		w->remote_qkey = wr->wr.ud.remote_qkey;
 	} else if (op->flags & SRN_OP_REMOTE_ATOMIC) {
 		w->remote_addr = wr->wr.atomic.remote_addr;
 		w->rkey = wr->wr.atomic.rkey;

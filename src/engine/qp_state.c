@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * softrnic — the RC QP state machine.
+ * softrnic — the QP state machine (RC, UC, UD).
  *
  * srn_qp_check_modify() says whether a transition and its attribute mask
  * are legal (the same table the IB spec and the kernel's verbs core use);
@@ -113,7 +113,45 @@ static const struct srn_qp_trans srn_uc_trans[IBV_QPS_ERR + 1]
 					      IBV_QP_PKEY_INDEX | IBV_QP_PORT },
 	},
 };
+/* UD: no path (each WR names its address), a Q_Key instead of access
+ * flags (IB spec, the kernel's qp_state_table) */
+static const struct srn_qp_trans srn_ud_trans[IBV_QPS_ERR + 1]
+					     [IBV_QPS_ERR + 1] = {
+	[S(RESET)] = {
+		[S(RESET)] = { true, 0, 0 },
+		[S(INIT)] = { true, IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+					    IBV_QP_QKEY, 0 },
+	},
+	[S(INIT)] = {
+		[S(INIT)] = { true, 0, IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+					       IBV_QP_QKEY },
+		[S(RTR)] = { true, 0, IBV_QP_PKEY_INDEX | IBV_QP_QKEY },
+	},
+	[S(RTR)] = {
+		[S(RTS)] = { true, IBV_QP_SQ_PSN,
+			     IBV_QP_CUR_STATE | IBV_QP_QKEY },
+	},
+	[S(RTS)] = {
+		[S(RTS)] = { true, 0, IBV_QP_CUR_STATE | IBV_QP_QKEY },
+		[S(SQD)] = { true, 0, IBV_QP_EN_SQD_ASYNC_NOTIFY },
+	},
+	[S(SQD)] = {
+		[S(RTS)] = { true, 0, IBV_QP_CUR_STATE | IBV_QP_QKEY },
+		[S(SQD)] = { true, 0, IBV_QP_PKEY_INDEX | IBV_QP_QKEY },
+	},
+};
 #undef S
+
+static const struct srn_qp_trans *srn_qp_trans_get(enum ibv_qp_type type,
+						   enum ibv_qp_state cur,
+						   enum ibv_qp_state next)
+{
+	if (type == IBV_QPT_UD)
+		return &srn_ud_trans[cur][next];
+	if (type == IBV_QPT_UC)
+		return &srn_uc_trans[cur][next];
+	return &srn_rc_trans[cur][next];
+}
 
 /* 0 if moving a QP of this type from cur to next with this mask is
  * legal. */
@@ -122,7 +160,7 @@ int srn_qp_check_modify(enum ibv_qp_state cur, enum ibv_qp_state next,
 {
 	const struct srn_qp_trans *t;
 
-	if (type != IBV_QPT_RC && type != IBV_QPT_UC)
+	if (type != IBV_QPT_RC && type != IBV_QPT_UC && type != IBV_QPT_UD)
 		return -EOPNOTSUPP;
 	if (cur > IBV_QPS_ERR || next > IBV_QPS_ERR)
 		return -EINVAL;
@@ -131,8 +169,7 @@ int srn_qp_check_modify(enum ibv_qp_state cur, enum ibv_qp_state next,
 		return (mask & ~(IBV_QP_STATE | IBV_QP_CUR_STATE)) ? -EINVAL :
 								     0;
 	}
-	t = type == IBV_QPT_UC ? &srn_uc_trans[cur][next] :
-				 &srn_rc_trans[cur][next];
+	t = srn_qp_trans_get(type, cur, next);
 	if (!t->valid)
 		return -EINVAL;
 	if ((mask & t->req) != t->req)

@@ -38,15 +38,22 @@ static const struct srn_transport_ops *srn_transport_by_name(const char *name)
 	return NULL;
 }
 
+/* Does t carry this kind of traffic: connections, or datagrams (ud)? */
+static bool srn_transport_can(const struct srn_transport_ops *t, bool ud)
+{
+	return ud ? t->ud_send != NULL : t->connect != NULL;
+}
+
 static const struct srn_transport_ops *
-srn_transport_best(const union ibv_gid *dgid)
+srn_transport_best(const union ibv_gid *dgid, bool ud)
 {
 	const struct srn_transport_ops *best = NULL;
 
 	for (unsigned i = 0; i < srn_ntransports; i++) {
 		const struct srn_transport_ops *t = srn_transports[i];
 
-		if (t->reaches(dgid) && (!best || t->rank < best->rank))
+		if (srn_transport_can(t, ud) && t->reaches(dgid) &&
+		    (!best || t->rank < best->rank))
 			best = t;
 	}
 	return best;
@@ -61,14 +68,14 @@ bool srn_transport_allowed(const char *name)
 	return !force || !strcmp(force, "auto") || !strcmp(force, name);
 }
 
-const struct srn_transport_ops *srn_transport_select(const union ibv_gid *dgid,
-						     int *err)
+static const struct srn_transport_ops *
+srn_transport_pick(const union ibv_gid *dgid, bool ud, int *err)
 {
 	const char *force = getenv("SOFTRNIC_TRANSPORT");
 	const struct srn_transport_ops *t;
 
 	if (!force || !strcmp(force, "auto")) {
-		t = srn_transport_best(dgid);
+		t = srn_transport_best(dgid, ud);
 		if (!t) {
 			srn_err("no transport reaches the destination");
 			*err = -EHOSTUNREACH;
@@ -76,8 +83,9 @@ const struct srn_transport_ops *srn_transport_select(const union ibv_gid *dgid,
 		return t;
 	}
 	t = srn_transport_by_name(force);
-	if (!t) {
-		srn_err("SOFTRNIC_TRANSPORT=%s: unknown transport", force);
+	if (!t || !srn_transport_can(t, ud)) {
+		srn_err("SOFTRNIC_TRANSPORT=%s: unknown transport%s", force,
+			t ? " for datagrams" : "");
 		*err = -EINVAL;
 		return NULL;
 	}
@@ -89,6 +97,77 @@ const struct srn_transport_ops *srn_transport_select(const union ibv_gid *dgid,
 		return NULL;
 	}
 	return t;
+}
+
+/* The transport an RC or UC QP's connection takes at RTR. */
+const struct srn_transport_ops *srn_transport_select(const union ibv_gid *dgid,
+						     int *err)
+{
+	return srn_transport_pick(dgid, false, err);
+}
+
+/* The transport a datagram to dgid takes (engine/ud.c caches it). */
+const struct srn_transport_ops *
+srn_transport_select_ud(const union ibv_gid *dgid, int *err)
+{
+	return srn_transport_pick(dgid, true, err);
+}
+
+/* A new UD QP: every datagram transport that may be used gets ready to
+ * deliver to it. */
+int srn_transport_ud_open(struct srn_qp *qp)
+{
+	for (unsigned i = 0; i < srn_ntransports; i++) {
+		const struct srn_transport_ops *t = srn_transports[i];
+		int err;
+
+		if (!t->ud_open || !srn_transport_allowed(t->name))
+			continue;
+		err = t->ud_open(qp);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+/* The UD QP leaves its send path: every transport forgets the
+ * destinations it met (sq_lock held). */
+void srn_transport_ud_close(struct srn_qp *qp)
+{
+	for (unsigned i = 0; i < srn_ntransports; i++)
+		if (srn_transports[i]->ud_close)
+			srn_transports[i]->ud_close(qp);
+}
+
+/* The place in the registry of the transport of this name (srn_ud_slot). */
+unsigned srn_transport_index(const char *name)
+{
+	for (unsigned i = 0; i < srn_ntransports; i++)
+		if (!strcmp(srn_transports[i]->name, name))
+			return i;
+	return SRN_TRANSPORT_MAX - 1; /* not registered: never asked */
+}
+
+/* Multicast membership: every datagram transport that may be used joins
+ * or leaves (the group's datagrams may come by any of them). */
+int srn_transport_mcast(struct srn_qp *qp, const union ibv_gid *mgid,
+			bool attach)
+{
+	int ret = -EOPNOTSUPP;
+
+	for (unsigned i = 0; i < srn_ntransports; i++) {
+		const struct srn_transport_ops *t = srn_transports[i];
+		int err;
+
+		if (!t->mcast || !srn_transport_allowed(t->name))
+			continue;
+		err = t->mcast(qp, mgid, attach);
+		if (err && attach)
+			return err;
+		if (!err || ret == -EOPNOTSUPP)
+			ret = err;
+	}
+	return ret;
 }
 
 /* Every transport drops what it accepted for qp, connected or not. */

@@ -23,6 +23,13 @@
 
 #define SRN_TRANSPORT_MAX 4
 
+/* Where a UD datagram goes (engine/ud.c fills it from the WR). */
+struct srn_ud_dest {
+	union ibv_gid dgid;
+	uint32_t qpn; /* 0xffffff: the multicast group dgid */
+	uint32_t qkey; /* the WR's, or the QP's when the WR's MSB is set */
+};
+
 struct srn_transport_ops {
 	const char *name;
 	/* auto choice: the lowest rank among those that reach the peer */
@@ -59,6 +66,24 @@ struct srn_transport_ops {
 			  uint64_t len, unsigned need_access, void **map_p,
 			  size_t *map_len_p, void **ptr_p);
 
+	/* ---- UD (all optional: a transport without ud_send carries no
+	 * datagrams); engine/ud.c picks a transport per destination ---- */
+	/* Sends datagram w to d now: 0 with *status (SUCCESS also when it
+	 * is dropped on the way, as UD may), or -EAGAIN with *stall (only
+	 * while a same-host destination is being looked up). sq_lock held. */
+	int (*ud_send)(struct srn_qp *qp, const struct srn_swqe *w,
+		       const struct srn_ud_dest *d, enum ibv_wc_status *status,
+		       enum srn_stall *stall);
+	/* A UD QP was created: get ready to deliver datagrams to it (every
+	 * transport with ud_send; undone by qp_destroy). 0 or -errno. */
+	int (*ud_open)(struct srn_qp *qp);
+	/* The UD QP left its send path (RESET, destroy): drop what was
+	 * kept for its destinations. sq_lock held. */
+	void (*ud_close)(struct srn_qp *qp);
+	/* ibv_attach_mcast / ibv_detach_mcast: deliver the group's
+	 * datagrams to qp, or stop. 0 or -errno. */
+	int (*mcast)(struct srn_qp *qp, const union ibv_gid *mgid, bool attach);
+
 	/* ---- called for every registered transport, connected or not ---- */
 	/* Optional: qp is being destroyed: drop the inbound links this
 	 * transport accepted for it (qp->links) before it was connected. */
@@ -78,6 +103,18 @@ void srn_transport_register(const struct srn_transport_ops *ops);
 bool srn_transport_allowed(const char *name);
 const struct srn_transport_ops *srn_transport_select(const union ibv_gid *dgid,
 						     int *err);
+const struct srn_transport_ops *
+srn_transport_select_ud(const union ibv_gid *dgid, int *err);
+int srn_transport_ud_open(struct srn_qp *qp);
+int srn_transport_mcast(struct srn_qp *qp, const union ibv_gid *mgid,
+			bool attach);
+void srn_transport_ud_close(struct srn_qp *qp);
+unsigned srn_transport_index(const char *name);
+/* engine/ud.c: the send path of every UD QP (it has no connection) */
+extern const struct srn_transport_ops srn_ud_ops;
+int srn_ud_create(struct srn_qp *qp);
+void srn_ud_destroy(struct srn_qp *qp);
+void **srn_ud_slot(struct srn_qp *qp, const char *transport);
 void srn_transport_qp_destroy(struct srn_qp *qp);
 void srn_transport_kick(struct srn_qp *qp);
 int srn_transport_adopt(struct srn_qp *qp, int fd, const void *hello,

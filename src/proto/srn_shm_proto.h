@@ -19,7 +19,9 @@
 #include <stdint.h>
 
 #define SRN_SHM_MAGIC 0x314e5253u /* "SRN1" little endian */
-#define SRN_SHM_VERSION 2 /* 2: TPT entries of memory windows */
+#define SRN_SHM_VERSION \
+	3 /* 2: TPT entries of memory windows; 3: the
+			    * QP's type and Q_Key */
 
 enum srn_seg_kind {
 	SRN_SEG_QP = 1,
@@ -105,7 +107,11 @@ struct srn_qp_shm {
 	uint32_t has_srq;
 	uint32_t recv_cq_handle;
 	uint32_t dest_qpn; /* the peer QP this one is connected to */
-	uint8_t rsvd0[40];
+	uint32_t qp_type; /* enum ibv_qp_type, set at creation */
+	/* UD: datagrams must carry it (owner writes with release in
+	 * srn_qp_apply_attr; senders acquire) */
+	uint32_t qkey;
+	uint8_t rsvd0[32];
 	/* Set by a peer (release) to ask for ERR; owner exchanges it. */
 	_Alignas(64) uint32_t err_req;
 	uint8_t rsvd1[60];

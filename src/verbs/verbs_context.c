@@ -200,18 +200,6 @@ SRN_EXPORT int ibv_set_ece(struct ibv_qp *qp, struct ibv_ece *ece)
 	return EOPNOTSUPP;
 }
 
-SRN_EXPORT int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
-				uint16_t lid)
-{
-	return EOPNOTSUPP; /* multicast needs UD QPs */
-}
-
-SRN_EXPORT int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
-				uint16_t lid)
-{
-	return EOPNOTSUPP;
-}
-
 SRN_EXPORT struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,
 					    size_t length, uint64_t iova,
 					    int fd, int access)

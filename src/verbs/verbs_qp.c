@@ -21,6 +21,13 @@ struct ibv_qp *srn_create_qp_ex(struct ibv_context *context,
 
 	if (!err) {
 		err = srn_ctl_listen(qp); /* binds the QPN */
+		if (!err && a->qp_type == IBV_QPT_UD)
+			err = srn_ud_create(qp);
+		if (err && qp->ud) {
+			srn_ctl_unlisten(qp);
+			srn_transport_qp_destroy(qp);
+			srn_ud_destroy(qp);
+		}
 		if (err)
 			srn_qp_destroy(qp);
 	}
@@ -72,6 +79,7 @@ SRN_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	srn_lock(&qp->sq_lock);
 	srn_req_detach(qp);
 	srn_unlock(&qp->sq_lock);
+	srn_ud_destroy(qp);
 	srn_qp_destroy(qp);
 	return 0;
 }
@@ -80,9 +88,13 @@ SRN_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 static int srn_qp_attach(struct srn_qp *qp, const struct ibv_qp_attr *attr)
 {
 	int err = 0;
-	const struct srn_transport_ops *t =
-		srn_transport_select(&attr->ah_attr.grh.dgid, &err);
+	const struct srn_transport_ops *t;
 
+	if (qp->ibqpx.qp_base.qp_type == IBV_QPT_UD) {
+		qp->tops = &srn_ud_ops; /* each datagram chooses its own */
+		return 0;
+	}
+	t = srn_transport_select(&attr->ah_attr.grh.dgid, &err);
 	if (!t)
 		return err;
 	err = t->connect(qp, attr);
@@ -239,6 +251,48 @@ static int srn_qp_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	if (srn_qp_take_peer_waiting(qp))
 		srn_ctl_kick_peers(qp);
 	return err;
+}
+
+/* A multicast GID: ff00::/8, or IPv4-mapped 224.0.0.0/4 (RoCEv2). */
+static bool srn_gid_is_mcast(const union ibv_gid *g)
+{
+	static const uint8_t v4[12] = {
+		0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff
+	};
+
+	if (g->raw[0] == 0xff)
+		return true;
+	return !memcmp(g->raw, v4, sizeof(v4)) && (g->raw[12] & 0xf0) == 0xe0;
+}
+
+static int srn_qp_mcast(struct ibv_qp *ibqp, const union ibv_gid *gid,
+			bool attach)
+{
+	struct srn_qp *qp = to_sqp(ibqp);
+	int err;
+
+	if (!gid || ibqp->qp_type != IBV_QPT_UD || !srn_gid_is_mcast(gid))
+		return EINVAL;
+	if (srn_ctx_is_foreign(qp->ctx))
+		return EINVAL;
+	srn_progress_lock(); /* the receive side looks groups up under it */
+	err = srn_transport_mcast(qp, gid, attach);
+	srn_progress_unlock();
+	return -err;
+}
+
+SRN_EXPORT int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
+				uint16_t lid)
+{
+	(void)lid; /* RoCE: no LIDs */
+	return srn_qp_mcast(qp, gid, true);
+}
+
+SRN_EXPORT int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
+				uint16_t lid)
+{
+	(void)lid;
+	return srn_qp_mcast(qp, gid, false);
 }
 
 void srn_verbs_qp_ops(struct ibv_context_ops *ops)

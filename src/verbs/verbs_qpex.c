@@ -45,6 +45,9 @@ static void srn_bx_close(struct srn_qp *qp)
 		srn_bx_fail(qp, EINVAL);
 	if (w->total_len > SRN_MAX_MSG_SZ)
 		srn_bx_fail(qp, EINVAL);
+	if (qp->ibqpx.qp_base.qp_type == IBV_QPT_UD &&
+	    (!w->ah || w->total_len > SRN_UD_MTU))
+		srn_bx_fail(qp, EINVAL); /* no address, or over the MTU */
 }
 
 /* Opens the next WQE of the batch for opcode (an IBV_QP_EX_WITH_* op). */
@@ -250,13 +253,24 @@ static void srn_wr_atomic_write(struct ibv_qp_ex *x, uint32_t rkey,
 	srn_wr_refused(x);
 }
 
-/* An RC QP has no address per WQE and no XRC SRQ: the spec leaves the call
- * undefined; fail the batch. */
+/* A UD WQE's destination; a connected QP has none (the spec leaves the
+ * call undefined there: the batch fails). */
 static void srn_wr_set_ud_addr(struct ibv_qp_ex *x, struct ibv_ah *ah,
 			       uint32_t qpn, uint32_t qkey)
 {
-	srn_wr_refused(x);
+	struct srn_qp *qp = to_sqpx(x);
+	struct srn_swqe *w = qp->bx_cur;
+
+	if (x->qp_base.qp_type != IBV_QPT_UD || !w || !ah) {
+		srn_wr_refused(x);
+		return;
+	}
+	w->ah = ah;
+	w->remote_qpn = qpn;
+	w->remote_qkey = qkey;
 }
+
+/* An XRC SRQ number: only an XRC INI QP has one (not offered yet). */
 
 static void srn_wr_set_xrc_srqn(struct ibv_qp_ex *x, uint32_t srqn)
 {

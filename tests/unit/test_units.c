@@ -205,8 +205,18 @@ static void test_qp_states(void)
 	      -EINVAL);
 	CHECK(!srn_qp_check_modify(IBV_QPS_RTS, IBV_QPS_RTS, IBV_QPT_RC,
 				   IBV_QP_ACCESS_FLAGS));
+	CHECK(srn_qp_check_modify(IBV_QPS_RESET, IBV_QPS_INIT,
+				  IBV_QPT_RAW_PACKET, init) == -EOPNOTSUPP);
+	/* UD: a Q_Key instead of access flags, no path at RTR */
 	CHECK(srn_qp_check_modify(IBV_QPS_RESET, IBV_QPS_INIT, IBV_QPT_UD,
-				  init) == -EOPNOTSUPP);
+				  init) == -EINVAL);
+	CHECK(!srn_qp_check_modify(IBV_QPS_RESET, IBV_QPS_INIT, IBV_QPT_UD,
+				   IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+					   IBV_QP_PORT | IBV_QP_QKEY));
+	CHECK(!srn_qp_check_modify(IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPT_UD,
+				   IBV_QP_STATE));
+	CHECK(srn_qp_check_modify(IBV_QPS_RTR, IBV_QPS_RTS, IBV_QPT_UD,
+				  IBV_QP_STATE) == -EINVAL);
 	CHECK(!strcmp(srn_qp_state_names[IBV_QPS_RTS], "RTS"));
 }
 

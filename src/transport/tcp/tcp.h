@@ -213,4 +213,14 @@ void srn_tcp_qp_destroy(struct srn_qp *qp);
 void srn_tcp_kick(struct srn_qp *qp);
 extern struct srn_progress_hooks srn_tcp_hooks;
 
+/* tcp_ud.c: UD datagrams over UDP (srn_udp_proto.h) */
+void srn_udp_start(void);
+void srn_udp_stop(void);
+int srn_udp_ud_send(struct srn_qp *qp, const struct srn_swqe *w,
+		    const struct srn_ud_dest *d, enum ibv_wc_status *status,
+		    enum srn_stall *stall);
+int srn_udp_ud_open(struct srn_qp *qp);
+void srn_udp_qp_destroy(struct srn_qp *qp);
+int srn_udp_mcast(struct srn_qp *qp, const union ibv_gid *mgid, bool attach);
+
 #endif /* SRN_TCP_H */

@@ -593,6 +593,7 @@ static void srn_tcp_listen_start(void)
 
 	if (!srn_transport_allowed("tcp"))
 		return;
+	srn_udp_start();
 	inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof(ip));
 	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
@@ -620,6 +621,7 @@ static void srn_tcp_listen_start(void)
 
 static void srn_tcp_listen_stop(void)
 {
+	srn_udp_stop();
 	if (srn_tcp_listener.fd < 0)
 		return;
 	srn_progress_del(&srn_tcp_listener);

@@ -804,6 +804,12 @@ static bool srn_tcp_reaches(const union ibv_gid *dgid)
 	return true;
 }
 
+static void srn_tcp_qp_gone(struct srn_qp *qp)
+{
+	srn_udp_qp_destroy(qp);
+	srn_tcp_qp_destroy(qp);
+}
+
 static const struct srn_transport_ops srn_tcp_transport_ops = {
 	.name = "tcp",
 	.rank = 1,
@@ -815,7 +821,10 @@ static const struct srn_transport_ops srn_tcp_transport_ops = {
 	.rewind = srn_tcp_rewind,
 	.describe = srn_tcp_describe,
 	.query = srn_tcp_query,
-	.qp_destroy = srn_tcp_qp_destroy,
+	.qp_destroy = srn_tcp_qp_gone,
+	.ud_send = srn_udp_ud_send,
+	.ud_open = srn_udp_ud_open,
+	.mcast = srn_udp_mcast,
 	.kick = srn_tcp_kick,
 	.adopt = srn_tcp_adopt,
 	.hooks = &srn_tcp_hooks,
