@@ -36,6 +36,8 @@
 #define SRN_UDP_BATCH 8
 #define SRN_UDP_BUF (sizeof(struct srn_udw_hdr) + SRN_UD_MTU)
 #define SRN_UDP_GROUP_QPS 64
+#define SRN_UDP_FWD_WAIT_MS 20
+#define SRN_UDP_RCVBUF (16 << 20)
 
 /* A multicast group this process receives, and its attached QPs. */
 struct srn_udp_group {
@@ -199,18 +201,28 @@ static void srn_udp_to_qp(struct srn_qp *qp, const struct srn_udw_hdr *h,
 	srn_udp_cqe(qp, &rb.w, h, ws);
 }
 
+/* The unix address of QP qpn's forwarding socket; its length. */
+static socklen_t srn_udp_fwd_addr(struct sockaddr_un *sa, uint32_t qpn)
+{
+	int len;
+
+	memset(sa, 0, sizeof(*sa));
+	sa->sun_family = AF_UNIX;
+	len = snprintf(sa->sun_path + 1, sizeof(sa->sun_path) - 1,
+		       SRN_UDW_FWD_FMT, qpn);
+	return offsetof(struct sockaddr_un, sun_path) + 1 + len;
+}
+
 /* A datagram for a QP of another process of this host: to its owner. */
 static void srn_udp_forward(struct srn_udw_hdr *h, size_t n, uint32_t src_ip)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int len = snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1,
-			   SRN_UDW_FWD_FMT, h->dst_qpn);
+	struct sockaddr_un sa;
+	socklen_t len = srn_udp_fwd_addr(&sa, h->dst_qpn);
 
 	h->flags |= SRN_UDW_F_FORWARDED;
 	h->src_ipv4 = src_ip;
 	/* lost if the owner is gone or its queue is full: UD */
-	sendto(srn_udp_fwd_fd, h, n, MSG_DONTWAIT, (struct sockaddr *)&sa,
-	       offsetof(struct sockaddr_un, sun_path) + 1 + len);
+	sendto(srn_udp_fwd_fd, h, n, MSG_DONTWAIT, (struct sockaddr *)&sa, len);
 }
 
 /* One datagram received here (from the network, or forwarded from
@@ -295,13 +307,17 @@ static int srn_udp_sock_open(void)
 				  .sin_port = htons(srn_tcp_port()),
 				  .sin_addr.s_addr = htonl(INADDR_ANY) };
 	struct in_addr ifa = { .s_addr = srn_device_get()->ipv4 };
-	int one = 1, zero = 0;
+	int one = 1, zero = 0, rcvbuf = SRN_UDP_RCVBUF;
 	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 
 	if (fd < 0)
 		return -errno;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+	/* room for a burst of a send queue's datagrams (beyond rmem_max
+	 * only with CAP_NET_ADMIN); what does not fit is lost, as UD may */
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof(rcvbuf)))
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
 	/* only the groups this socket joined, looped back to this host */
 	setsockopt(fd, IPPROTO_IP, IP_MULTICAST_ALL, &zero, sizeof(zero));
 	setsockopt(fd, IPPROTO_IP, IP_MULTICAST_LOOP, &one, sizeof(one));
@@ -315,6 +331,20 @@ static int srn_udp_sock_open(void)
 	return fd;
 }
 
+/* The socket that sends to other processes' QPs on this host: blocking
+ * for at most SRN_UDP_FWD_WAIT_MS when the owner's queue is full (a
+ * unix datagram queue is short), so a sender keeps pace with a receiver
+ * that drains; the progress thread's forwards never wait (MSG_DONTWAIT). */
+static int srn_udp_fwd_open(void)
+{
+	struct timeval tv = { 0, SRN_UDP_FWD_WAIT_MS * 1000 };
+	int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	if (fd >= 0)
+		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	return fd;
+}
+
 /* With the progress thread: the process's datagram socket. Failure is
  * not fatal: UD QPs then reach only peers on this host. */
 void srn_udp_start(void)
@@ -323,6 +353,7 @@ void srn_udp_start(void)
 
 	if (!srn_transport_allowed("tcp"))
 		return;
+	srn_udp_fwd_fd = srn_udp_fwd_open();
 	fd = srn_udp_sock_open();
 	if (fd < 0) {
 		srn_warn("UDP port %u: %s; UD QPs of this process are "
@@ -330,8 +361,6 @@ void srn_udp_start(void)
 			 srn_tcp_port(), strerror(-fd));
 		return;
 	}
-	srn_udp_fwd_fd =
-		socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	srn_udp_sock.fd = fd;
 	srn_udp_sock.fn = srn_udp_on_sock;
 	if (srn_progress_add_data(&srn_udp_sock, EPOLLIN)) {
@@ -342,11 +371,15 @@ void srn_udp_start(void)
 
 void srn_udp_stop(void)
 {
-	if (srn_udp_sock.fd < 0)
-		return;
-	srn_progress_del(&srn_udp_sock);
-	close(srn_udp_sock.fd);
-	srn_udp_sock.fd = -1;
+	if (srn_udp_sock.fd >= 0) {
+		/* what came for other processes of the host still goes */
+		srn_progress_lock();
+		srn_udp_drain(srn_udp_sock.fd, false);
+		srn_progress_unlock();
+		srn_progress_del(&srn_udp_sock);
+		close(srn_udp_sock.fd);
+		srn_udp_sock.fd = -1;
+	}
 	if (srn_udp_fwd_fd >= 0)
 		close(srn_udp_fwd_fd);
 	srn_udp_fwd_fd = -1;
@@ -392,6 +425,7 @@ int srn_udp_ud_send(struct srn_qp *qp, const struct srn_swqe *w,
 	struct iovec iov[1 + SRN_MAX_SGE];
 	struct msghdr mh = { .msg_iov = iov };
 	struct sockaddr_in sa;
+	struct sockaddr_un un;
 	unsigned n;
 	/* relaxed: set before any QP exists (srn_udp_start), cleared after
 	 * the last is gone (srn_udp_stop) */
@@ -403,15 +437,29 @@ int srn_udp_ud_send(struct srn_qp *qp, const struct srn_swqe *w,
 		*status = IBV_WC_LOC_PROT_ERR;
 		return 0;
 	}
-	if (fd < 0 || !srn_udp_dest(d, &sa))
-		return 0; /* no way out: lost, as on a wire */
 	memcpy(h.dgid, d->dgid.raw, 16);
 	iov[0].iov_base = &h;
 	iov[0].iov_len = sizeof(h);
 	mh.msg_iovlen = 1 + n;
-	mh.msg_name = &sa;
-	mh.msg_namelen = sizeof(sa);
-	sendmsg(fd, &mh, MSG_DONTWAIT); /* a full buffer drops it: UD */
+	if (d->qpn != SRN_UDW_MCAST_QPN && srn_gid_is_local(&d->dgid)) {
+		/* this host: straight to the owner of the QPN */
+		h.flags |= SRN_UDW_F_FORWARDED;
+		h.src_ipv4 = srn_device_get()->ipv4;
+		mh.msg_name = &un;
+		mh.msg_namelen = srn_udp_fwd_addr(&un, d->qpn);
+		fd = srn_udp_fwd_fd;
+	} else if (srn_udp_dest(d, &sa)) {
+		mh.msg_name = &sa;
+		mh.msg_namelen = sizeof(sa);
+	} else {
+		return 0; /* no way out: lost, as on a wire */
+	}
+	if (fd < 0)
+		return 0;
+	if (mh.msg_name == &un) /* the owner's queue: wait a little */
+		sendmsg(fd, &mh, 0);
+	else
+		sendmsg(fd, &mh, MSG_DONTWAIT); /* a full buffer drops it */
 	return 0;
 }
 
@@ -423,9 +471,8 @@ static struct srn_udp_qp **srn_udp_slot(struct srn_qp *qp)
 /* A new UD QP: its forwarding socket, named by its QPN. */
 int srn_udp_ud_open(struct srn_qp *qp)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int len = snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1,
-			   SRN_UDW_FWD_FMT, qp->ibqpx.qp_base.qp_num);
+	struct sockaddr_un sa;
+	socklen_t len = srn_udp_fwd_addr(&sa, qp->ibqpx.qp_base.qp_num);
 	struct srn_udp_qp *u = calloc(1, sizeof(*u));
 	int err;
 
@@ -433,9 +480,7 @@ int srn_udp_ud_open(struct srn_qp *qp)
 		return -ENOMEM;
 	u->fwd.fd =
 		socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (u->fwd.fd < 0 ||
-	    bind(u->fwd.fd, (struct sockaddr *)&sa,
-		 offsetof(struct sockaddr_un, sun_path) + 1 + len)) {
+	if (u->fwd.fd < 0 || bind(u->fwd.fd, (struct sockaddr *)&sa, len)) {
 		err = -errno;
 		if (u->fwd.fd >= 0)
 			close(u->fwd.fd);
