@@ -67,6 +67,10 @@ static int srn_qp_seg_init(struct srn_qp *qp, enum ibv_qp_type type)
 	qp->shm->qp_type = type;
 	if (qp->srq)
 		return 0;
+	/* the ring holds a power of two: that many may be posted, and the
+	 * capability says so (as devices round up) */
+	if (qp->cap.max_recv_wr)
+		qp->cap.max_recv_wr = size;
 	srn_rq_init(&qp->shm->rq, size, qp->cap.max_recv_sge, off);
 	return srn_rq_view_init(&qp->rqv, &qp->shm->rq, qp->seg.addr,
 				qp->seg.size);
