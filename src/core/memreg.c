@@ -171,12 +171,55 @@ static void srn_chunk_insert(struct srn_chunk *c)
 	c->listed = true;
 }
 
+/*
+ * The last MR over a remapped chunk is gone: its pages become private
+ * again, or a fork() would share them (heap pages among them) between
+ * parent and child, and their mallocs would corrupt each other's heap.
+ * They are mapped MAP_PRIVATE from the same memfd in place: no copy, and
+ * no write of another thread is lost (before, it went into the file the
+ * private mapping reads; after, into its private copy). Only the parts
+ * still mapped from the chunk's memfd (the application may have unmapped
+ * and reused the rest).
+ */
+static void srn_chunk_unshare(const struct srn_chunk *c)
+{
+	struct srn_vma *v = calloc(SRN_MAX_VMAS, sizeof(*v));
+	uintptr_t end = c->start + c->len;
+	FILE *f = fopen("/proc/self/maps", "re");
+	unsigned n = 0;
+	char line[512];
+
+	while (v && f && n < SRN_MAX_VMAS && fgets(line, sizeof(line), f)) {
+		if (srn_vma_parse(line, &v[n]) || v[n].end <= c->start ||
+		    v[n].start >= end)
+			continue;
+		if (v[n].start < c->start) { /* clip to the chunk */
+			v[n].off += c->start - v[n].start;
+			v[n].start = c->start;
+		}
+		if (v[n].end > end)
+			v[n].end = end;
+		if (v[n].shared && v[n].ino == c->ino &&
+		    v[n].off == c->file_off0 + (v[n].start - c->start))
+			n++;
+	}
+	if (f)
+		fclose(f);
+	for (unsigned i = 0; i < n; i++)
+		mmap((void *)v[i].start, v[i].end - v[i].start, v[i].prot,
+		     MAP_PRIVATE | MAP_FIXED, c->fd, (off_t)v[i].off);
+	free(v);
+}
+
 static void srn_chunk_unref(struct srn_chunk *c)
 {
 	if (--c->refs)
 		return;
-	if (c->listed)
+	if (c->listed) { /* else stale: its addresses were mapped anew */
 		srn_list_del(&c->link);
+		if (!c->foreign) /* the application's own mapping stays */
+			srn_chunk_unshare(c);
+	}
 	close(c->fd);
 	free(c);
 }

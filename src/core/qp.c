@@ -369,6 +369,15 @@ void srn_qp_apply_attr(struct srn_qp *qp, const struct ibv_qp_attr *a, int mask)
 void srn_qp_reset_queues(struct srn_qp *qp)
 {
 	qp->fatal_sent = false;
+	/* errors asked for before the reset (a peer's err_req, a handler's
+	 * pending_err) were for the old connection: a reset QP forgets them,
+	 * as a device's responder has moved to ERR before its NAK leaves.
+	 * relaxed: both are read and cleared under sq_lock, held here and by
+	 * srn_progress_scan (err_req to pending_err); the progress lock of
+	 * the transport's disconnect, just done, kept its handlers out */
+	__atomic_store_n(&qp->shm->err_req, 0, __ATOMIC_RELAXED);
+	atomic_store_explicit(&qp->pending_err, 0, memory_order_relaxed);
+	atomic_store_explicit(&qp->pending_run, 0, memory_order_relaxed);
 	qp->sq.prod = qp->sq.sent = qp->sq.cons = 0;
 	if (!qp->srq) {
 		/* relaxed: only srn_rq_post writes prod, under rq_lock (held) */

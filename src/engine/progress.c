@@ -330,25 +330,36 @@ void srn_progress_wake_at(uint64_t deadline_ns)
 	pthread_mutex_unlock(&srn_prog.wake_lock);
 }
 
-/* Under the context-list lock: what peers asked of ctx's objects. */
-static void srn_progress_scan(struct srn_context *ctx)
+/* Under the context-list lock: what peers asked of ctx's objects. A QP
+ * whose sq_lock is taken is looked at again soon (busy): the request moves
+ * to pending_err under sq_lock, so that a reset (srn_qp_reset_queues)
+ * forgets it whole. */
+static unsigned srn_progress_scan(struct srn_context *ctx)
 {
 	struct srn_list *pos, *tmp;
+	unsigned busy = 0;
 
 	pthread_mutex_lock(&ctx->lock);
 	srn_list_for_each_safe(pos, tmp, &ctx->qps) {
 		struct srn_qp *qp =
 			srn_list_entry(pos, struct srn_qp, ctx_link);
 
-		/* relaxed: the first load only skips the exchange when no
-		 * peer asked. acq_rel: the exchange pairs with the release
-		 * in srn_resp_error (a peer). release: pending_err pairs
-		 * with the acq_rel exchange in srn_req_take_error */
-		if (__atomic_load_n(&qp->shm->err_req, __ATOMIC_RELAXED) &&
-		    __atomic_exchange_n(&qp->shm->err_req, 0, __ATOMIC_ACQ_REL))
+		/* relaxed: the first load only skips the rest when no peer
+		 * asked */
+		if (!__atomic_load_n(&qp->shm->err_req, __ATOMIC_RELAXED))
+			continue;
+		if (!srn_trylock(&qp->sq_lock)) {
+			busy++;
+			continue;
+		}
+		/* acq_rel: the exchange pairs with the release in
+		 * srn_resp_error (a peer). release: pending_err pairs with
+		 * the acq_rel exchange in srn_req_take_error */
+		if (__atomic_exchange_n(&qp->shm->err_req, 0, __ATOMIC_ACQ_REL))
 			atomic_fetch_or_explicit(&qp->pending_err,
 						 SRN_PENDING_ERR,
 						 memory_order_release);
+		srn_unlock(&qp->sq_lock);
 	}
 	srn_list_for_each_safe(pos, tmp, &ctx->srqs)
 		srn_srq_check_limit(
@@ -357,6 +368,7 @@ static void srn_progress_scan(struct srn_context *ctx)
 		srn_cq_check_overflow(
 			srn_list_entry(pos, struct srn_cq, ctx_link));
 	pthread_mutex_unlock(&ctx->lock);
+	return busy;
 }
 
 /* Outside the progress lock: scans every context and runs the send
@@ -371,7 +383,7 @@ static void srn_progress_retry_all(void)
 		struct srn_context *ctx =
 			srn_list_entry(pos, struct srn_context, link);
 
-		srn_progress_scan(ctx);
+		busy += srn_progress_scan(ctx);
 		busy += srn_progress_hooks_sweep(ctx);
 	}
 	pthread_mutex_unlock(&srn_prog.ctxs_lock);

@@ -294,8 +294,11 @@ static unsigned srn_tcp_candidates(struct srn_qp *qp)
  * HELLO on l named QP qp. A QP at RTR takes it only if it matches its RTR
  * attributes (srn_tcp_link_matches) and it has no peer link yet: a second
  * claim, or a wrong one, is refused (-EACCES) and costs only its socket. A
- * QP not at RTR yet keeps it as a candidate (srn_tcp_connect_wait decides).
- * Progress lock held.
+ * QP not at RTR yet keeps it as a candidate (srn_tcp_connect_wait decides),
+ * and so does a QP in ERR (or on its way there): its peer was reset and
+ * came back first, and talks to the QP once it is reset and at RTR again
+ * (its requests wait meanwhile, or time out as on a device). Progress lock
+ * held.
  */
 int srn_tcp_link_bind(struct srn_tcp_link *l, struct srn_qp *qp)
 {
@@ -305,6 +308,13 @@ int srn_tcp_link_bind(struct srn_tcp_link *l, struct srn_qp *qp)
 
 	pthread_mutex_lock(&qp->conn_lock);
 	tq = qp->tstate; /* conn_lock held */
+	/* relaxed: pending_err is set under the progress lock we hold by
+	 * every handler that fails the QP on a link (srn_qp_async_error);
+	 * a QP on its way to ERR is treated as there */
+	if (tq &&
+	    (srn_qp_state(qp) == IBV_QPS_ERR ||
+	     atomic_load_explicit(&qp->pending_err, memory_order_relaxed)))
+		tq = NULL; /* the link is for the QP's next RTR */
 	if (tq && (tq->peer_link || !srn_tcp_link_matches(l, tq)))
 		err = -EACCES;
 	else if (tq && !tq->dialer && tq->link &&

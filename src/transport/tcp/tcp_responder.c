@@ -236,7 +236,9 @@ int srn_tcp_resp_on_hdr(struct srn_tcp_link *c, const struct srn_wire_hdr *h,
 	if (st == IBV_QPS_RESET || st == IBV_QPS_INIT)
 		return -EAGAIN; /* not ready to receive: wait for RTR */
 	if (!srn_tcp_is_peer_link(c))
-		return -EPROTO; /* not the peer the QP talks to */
+		/* a candidate the QP kept in ERR (srn_tcp_link_bind): its
+		 * requests wait for the QP's next RTR */
+		return -EAGAIN;
 	if (c->nak_err) {
 		/* after an error NAK nothing more is executed (our QP is on
 		 * its way to ERR, or there): the sender flushes what follows.
