@@ -83,6 +83,9 @@ srn_transport_pick(const union ibv_gid *dgid, bool ud, int *err)
 		return t;
 	}
 	t = srn_transport_by_name(force);
+	if (ud && t && !t->ud_send) /* it forces connections only: datagrams
+				     * take their own path */
+		return srn_transport_best(dgid, ud);
 	if (!t || !srn_transport_can(t, ud)) {
 		srn_err("SOFTRNIC_TRANSPORT=%s: unknown transport%s", force,
 			t ? " for datagrams" : "");
@@ -113,15 +116,16 @@ srn_transport_select_ud(const union ibv_gid *dgid, int *err)
 	return srn_transport_pick(dgid, true, err);
 }
 
-/* A new UD QP: every datagram transport that may be used gets ready to
- * deliver to it. */
+/* A new UD QP: every datagram transport gets ready to deliver to it
+ * (SOFTRNIC_TRANSPORT forces the path of connections; a datagram takes
+ * the forced transport only if it carries datagrams). */
 int srn_transport_ud_open(struct srn_qp *qp)
 {
 	for (unsigned i = 0; i < srn_ntransports; i++) {
 		const struct srn_transport_ops *t = srn_transports[i];
 		int err;
 
-		if (!t->ud_open || !srn_transport_allowed(t->name))
+		if (!t->ud_open)
 			continue;
 		err = t->ud_open(qp);
 		if (err)
@@ -148,8 +152,8 @@ unsigned srn_transport_index(const char *name)
 	return SRN_TRANSPORT_MAX - 1; /* not registered: never asked */
 }
 
-/* Multicast membership: every datagram transport that may be used joins
- * or leaves (the group's datagrams may come by any of them). */
+/* Multicast membership: every datagram transport joins or leaves (the
+ * group's datagrams may come by any of them). */
 int srn_transport_mcast(struct srn_qp *qp, const union ibv_gid *mgid,
 			bool attach)
 {
@@ -159,7 +163,7 @@ int srn_transport_mcast(struct srn_qp *qp, const union ibv_gid *mgid,
 		const struct srn_transport_ops *t = srn_transports[i];
 		int err;
 
-		if (!t->mcast || !srn_transport_allowed(t->name))
+		if (!t->mcast)
 			continue;
 		err = t->mcast(qp, mgid, attach);
 		if (err && attach)

@@ -593,9 +593,9 @@ static void srn_tcp_listen_start(void)
 	char ip[INET_ADDRSTRLEN];
 	int one = 1, fd;
 
+	srn_udp_start(); /* datagrams: whatever carries connections */
 	if (!srn_transport_allowed("tcp"))
 		return;
-	srn_udp_start();
 	inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof(ip));
 	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)

@@ -351,8 +351,6 @@ void srn_udp_start(void)
 {
 	int fd;
 
-	if (!srn_transport_allowed("tcp"))
-		return;
 	srn_udp_fwd_fd = srn_udp_fwd_open();
 	fd = srn_udp_sock_open();
 	if (fd < 0) {
