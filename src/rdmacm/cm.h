@@ -49,11 +49,27 @@ struct srn_cm_chan {
 
 struct srn_cm_id;
 
+/*
+ * Work an event brings to the application thread that takes it
+ * (rdma_get_cm_event), as rdma-core's librdmacm does: the CM thread never
+ * calls verbs, so it never writes softrnic's objects (which live in the
+ * application's heap, see srn_cm_zalloc); srn_cm_act_names[] names them.
+ */
+enum srn_cm_act {
+	SRN_CM_ACT_NONE,
+	SRN_CM_ACT_CONNECT, /* the REP: QP to RTR and RTS, RTU; or
+			     * CONNECT_ERROR */
+	SRN_CM_ACT_QP_ERR, /* rejected or lost: the id's QP to ERR */
+	SRN_CM_ACT_NR,
+};
+extern const char *const srn_cm_act_names[SRN_CM_ACT_NR];
+
 struct srn_cm_event {
 	struct rdma_cm_event ev; /* what the application sees */
 	struct srn_list link;
 	struct srn_cm_id *owner; /* counts this event (the listener for
 				  * CONNECT_REQUEST) */
+	enum srn_cm_act act;
 	uint8_t pdata[SRN_CM_PDATA_MAX];
 };
 
@@ -81,8 +97,10 @@ struct srn_cm_id {
 	struct srn_cm_id *listener; /* child: its listener until accepted */
 	bool sync; /* created without a channel: calls wait */
 	bool disc_reported; /* DISCONNECTED given once */
+	bool rep_wait; /* REP taken, its ESTABLISHED not yet fetched */
 	int fd; /* the CM connection, -1 */
 	bool dialing; /* fd's connect() in progress */
+	uint8_t dials; /* connections tried for this REQ */
 	uint8_t rx[SRN_CM_MSG_SIZE];
 	size_t rx_len;
 	unsigned int reported, acked; /* events given out / acked */
@@ -108,7 +126,8 @@ struct srn_cm_global {
 	bool thread_up;
 	int lfd; /* the host-wide stream listener, -1 */
 	int listeners; /* ids listening: the listener's users */
-	struct srn_list pending; /* accepted, REQ not read yet */
+	struct srn_list pending; /* accepted, REQ not read yet or parked */
+	unsigned int npending;
 	struct ibv_context *ctx; /* softrnic0, opened once */
 	struct ibv_pd *pd; /* the default PD */
 	struct ibv_device_attr dev_attr;
@@ -126,14 +145,25 @@ enum srn_cm_ep_kind {
 };
 
 #define SRN_CM_DEF_RETRY 7
+#define SRN_CM_HANDOFF_MS 500 /* a hand-off waits this long at most */
+#define SRN_CM_DIAL_TRIES 4 /* dials of a REQ whose connection drops */
+#define SRN_CM_PARK_MS 500 /* a REQ waits this long for its listener */
+#define SRN_CM_PARK_POLL_MS 10 /* and looks for it this often */
+#define SRN_CM_PEND_MAX 512 /* accepted connections without a whole REQ */
 #define SRN_CM_MIN_RNR_TIMER 12
 #define SRN_CM_DEF_TIMEOUT 14
 
 /* cm_core.c */
+void *srn_cm_zalloc(size_t size);
+void srn_cm_zfree(void *ptr);
 struct srn_cm_id *srn_cm_listener_find(unsigned int ps, uint16_t port);
 int srn_cm_queue(struct srn_cm_id *cid, struct srn_cm_id *owner,
 		 enum rdma_cm_event_type type, int status,
 		 const struct srn_cm_msg *m);
+int srn_cm_queue_act(struct srn_cm_id *cid, enum rdma_cm_event_type type,
+		     int status, const struct srn_cm_msg *m,
+		     enum srn_cm_act act);
+void srn_cm_set_act_fn(void (*fn)(struct srn_cm_event *e));
 void srn_cm_purge(struct srn_cm_id *cid);
 int srn_cm_complete(struct srn_cm_id *cid);
 struct srn_cm_chan *srn_cm_chan_new(bool private);

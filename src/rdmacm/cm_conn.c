@@ -162,6 +162,8 @@ static int srn_cm_connect_locked(struct srn_cm_id *cid,
 	ret = srn_cm_dial(cid);
 	if (ret)
 		return ret;
+	srn_dbg("rdmacm: connect");
+	cid->dials = 1;
 	cid->state = SRN_CMS_CONNECTING;
 	return 0;
 }
@@ -188,6 +190,7 @@ static void srn_cm_dial_failed(struct srn_cm_id *cid, int err)
 {
 	srn_cm_close_conn(cid);
 	cid->state = SRN_CMS_FAILED;
+	srn_dbg("rdmacm: dial failed: %s", strerror(-err));
 	if (err == -ECONNREFUSED)
 		srn_cm_queue(cid, cid, RDMA_CM_EVENT_REJECTED,
 			     SRN_CM_REJ_INVALID_SERVICE_ID, NULL);
@@ -293,7 +296,7 @@ static int srn_cm_on_req(struct srn_cm_id *lid, int fd,
 		srn_list_del(&c->link);
 		if (c->chan->private)
 			srn_cm_chan_free(c->chan);
-		free(c);
+		srn_cm_zfree(c);
 		return -ENOMEM;
 	}
 	lid->pending++;
@@ -454,43 +457,65 @@ SRN_EXPORT int rdma_disconnect(struct rdma_cm_id *id)
  * CONNECT_RESPONSE. */
 static void srn_cm_on_rep(struct srn_cm_id *cid, const struct srn_cm_msg *m)
 {
-	int ret;
-
 	srn_cm_msg_take(cid, m);
+	cid->state = SRN_CMS_REP_RCVD;
 	if (!cid->id.qp) {
-		cid->state = SRN_CMS_REP_RCVD;
 		srn_cm_queue(cid, cid, RDMA_CM_EVENT_CONNECT_RESPONSE, 0, m);
 		return;
 	}
-	ret = srn_cm_qp_connect(cid);
-	if (!ret)
-		ret = srn_cm_send_rtu(cid);
-	if (ret) {
-		struct srn_cm_msg rej;
+	/* ESTABLISHED once the application thread that takes it has
+	 * connected the QP and sent the RTU (srn_cm_act) */
+	cid->rep_wait = true;
+	srn_cm_queue_act(cid, RDMA_CM_EVENT_ESTABLISHED, 0, m,
+			 SRN_CM_ACT_CONNECT);
+}
 
+/* The REP's work, in the application thread (under srn_cm.lock). */
+static void srn_cm_act_connect(struct srn_cm_id *cid, struct srn_cm_event *e)
+{
+	struct srn_cm_msg rej;
+	int ret = -ECONNRESET;
+
+	cid->rep_wait = false;
+	if (cid->state == SRN_CMS_REP_RCVD) {
+		ret = srn_cm_qp_connect(cid);
+		if (!ret)
+			ret = srn_cm_send_rtu(cid);
+		if (!ret)
+			return;
 		srn_cm_msg_init(&rej, SRN_CM_REJ);
 		rej.reason = htobe16(SRN_CM_REJ_CONSUMER_DEFINED);
 		srn_cm_send(cid, &rej);
 		srn_cm_close_conn(cid);
-		srn_cm_qp_error(cid);
 		cid->state = SRN_CMS_FAILED;
-		srn_cm_queue(cid, cid, RDMA_CM_EVENT_CONNECT_ERROR, ret, NULL);
-		return;
 	}
-	srn_cm_queue(cid, cid, RDMA_CM_EVENT_ESTABLISHED, 0, m);
+	srn_cm_qp_error(cid);
+	e->ev.event = RDMA_CM_EVENT_CONNECT_ERROR;
+	e->ev.status = ret;
+}
+
+static void srn_cm_act(struct srn_cm_event *e)
+{
+	struct srn_cm_id *cid = container_of(e->ev.id, struct srn_cm_id, id);
+
+	if (e->act == SRN_CM_ACT_CONNECT)
+		srn_cm_act_connect(cid, e);
+	else if (e->act == SRN_CM_ACT_QP_ERR)
+		srn_cm_qp_error(cid);
+	e->act = SRN_CM_ACT_NONE;
 }
 
 static void srn_cm_on_rej(struct srn_cm_id *cid, const struct srn_cm_msg *m)
 {
 	srn_cm_close_conn(cid);
-	srn_cm_qp_error(cid);
 	if (cid->state == SRN_CMS_REQ_RCVD && cid->listener) {
 		/* rejected before the application saw it: drop quietly */
 		cid->state = SRN_CMS_FAILED;
 		return;
 	}
 	cid->state = SRN_CMS_FAILED;
-	srn_cm_queue(cid, cid, RDMA_CM_EVENT_REJECTED, be16toh(m->reason), m);
+	srn_cm_queue_act(cid, RDMA_CM_EVENT_REJECTED, be16toh(m->reason), m,
+			 SRN_CM_ACT_QP_ERR);
 }
 
 /* A message on an established-or-becoming connection (under the lock). */
@@ -532,20 +557,31 @@ static void srn_cm_on_lost(struct srn_cm_id *cid, int err)
 	srn_cm_close_conn(cid);
 	switch (s) {
 	case SRN_CMS_CONNECTING:
+		/* dropped before any answer: a listener of the CM port that
+		 * was closing, or that could not hand the REQ on; dial again */
+		if (err != -EPROTO && cid->dials++ < SRN_CM_DIAL_TRIES &&
+		    !srn_cm_dial(cid))
+			break;
 		cid->state = SRN_CMS_FAILED;
-		srn_cm_qp_error(cid);
-		srn_cm_queue(cid, cid, RDMA_CM_EVENT_UNREACHABLE, err, NULL);
+		srn_cm_queue_act(cid, RDMA_CM_EVENT_UNREACHABLE, err, NULL,
+				 SRN_CM_ACT_QP_ERR);
 		break;
 	case SRN_CMS_REP_SENT:
 		cid->state = SRN_CMS_FAILED;
-		srn_cm_qp_error(cid);
-		srn_cm_queue(cid, cid, RDMA_CM_EVENT_CONNECT_ERROR, err, NULL);
+		srn_cm_queue_act(cid, RDMA_CM_EVENT_CONNECT_ERROR, err, NULL,
+				 SRN_CM_ACT_QP_ERR);
 		break;
 	case SRN_CMS_REQ_RCVD:
 		cid->state = SRN_CMS_FAILED;
 		break;
-	case SRN_CMS_ESTABLISHED:
 	case SRN_CMS_REP_RCVD:
+		if (cid->rep_wait) { /* its ESTABLISHED becomes CONNECT_ERROR */
+			cid->state = SRN_CMS_FAILED;
+			break;
+		}
+		srn_cm_disc_event(cid);
+		break;
+	case SRN_CMS_ESTABLISHED:
 	case SRN_CMS_DISCONNECTING:
 		srn_cm_disc_event(cid);
 		break;
@@ -563,5 +599,6 @@ static const struct srn_cm_up_ops srn_cm_conn_up = {
 
 __attribute__((constructor)) static void srn_cm_conn_init(void)
 {
+	srn_cm_set_act_fn(srn_cm_act);
 	srn_cm_svc_set_up(&srn_cm_conn_up);
 }

@@ -20,6 +20,7 @@
 #include <sys/random.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "rdmacm/cm.h"
@@ -147,18 +148,46 @@ SRN_EXPORT void rdma_free_devices(struct ibv_context **list)
 	free(list);
 }
 
+/*
+ * The layer's objects (ids, channels, events, accepted connections) live
+ * in pages of their own, never in the application's heap: softrnic
+ * remaps the pages of registered private memory onto a memfd, and a write
+ * by another thread to such a page during the remap is lost
+ * (core/memreg.c). The CM thread writes these objects while application
+ * threads register memory; so no page holds both.
+ */
+void *srn_cm_zalloc(size_t size)
+{
+	size_t len = SRN_ALIGN_UP(size + SRN_CACHELINE, 4096ul);
+	char *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		return NULL;
+	*(size_t *)p = len;
+	return p + SRN_CACHELINE;
+}
+
+void srn_cm_zfree(void *ptr)
+{
+	char *p = ptr;
+
+	if (p)
+		munmap(p - SRN_CACHELINE, *(size_t *)(p - SRN_CACHELINE));
+}
+
 struct srn_cm_id *srn_cm_id_new(struct srn_cm_chan *c, void *context,
 				enum rdma_port_space ps,
 				enum ibv_qp_type qp_type)
 {
-	struct srn_cm_id *cid = calloc(1, sizeof(*cid));
+	struct srn_cm_id *cid = srn_cm_zalloc(sizeof(*cid));
 
 	if (!cid)
 		return NULL;
 	if (!c) {
 		c = srn_cm_chan_new(true);
 		if (!c) {
-			free(cid);
+			srn_cm_zfree(cid);
 			return NULL;
 		}
 		cid->sync = true;
@@ -225,13 +254,13 @@ SRN_EXPORT const char *rdma_event_str(enum rdma_cm_event_type event)
 
 struct srn_cm_chan *srn_cm_chan_new(bool private)
 {
-	struct srn_cm_chan *c = calloc(1, sizeof(*c));
+	struct srn_cm_chan *c = srn_cm_zalloc(sizeof(*c));
 
 	if (!c)
 		return NULL;
 	c->ch.fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
 	if (c->ch.fd < 0) {
-		free(c);
+		srn_cm_zfree(c);
 		return NULL;
 	}
 	srn_list_init(&c->events);
@@ -245,10 +274,10 @@ void srn_cm_chan_free(struct srn_cm_chan *c)
 
 	srn_list_for_each_safe(pos, tmp, &c->events) {
 		srn_list_del(pos);
-		free(srn_list_entry(pos, struct srn_cm_event, link));
+		srn_cm_zfree(srn_list_entry(pos, struct srn_cm_event, link));
 	}
 	close(c->ch.fd);
-	free(c);
+	srn_cm_zfree(c);
 }
 
 SRN_EXPORT struct rdma_event_channel *rdma_create_event_channel(void)
@@ -273,6 +302,20 @@ SRN_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 	pthread_mutex_unlock(&srn_cm.lock);
 }
 
+const char *const srn_cm_act_names[SRN_CM_ACT_NR] = {
+	[SRN_CM_ACT_NONE] = "NONE",
+	[SRN_CM_ACT_CONNECT] = "CONNECT",
+	[SRN_CM_ACT_QP_ERR] = "QP_ERR",
+};
+
+/* cm_conn.c's, which does an event's work (set once, at load) */
+static void (*srn_cm_act_fn)(struct srn_cm_event *e);
+
+void srn_cm_set_act_fn(void (*fn)(struct srn_cm_event *e))
+{
+	srn_cm_act_fn = fn;
+}
+
 /*
  * Queues an event for cid on its channel (under srn_cm.lock). owner counts
  * it (the listener for CONNECT_REQUEST). m, if any, gives the peer's
@@ -282,7 +325,7 @@ int srn_cm_queue(struct srn_cm_id *cid, struct srn_cm_id *owner,
 		 enum rdma_cm_event_type type, int status,
 		 const struct srn_cm_msg *m)
 {
-	struct srn_cm_event *e = calloc(1, sizeof(*e));
+	struct srn_cm_event *e = srn_cm_zalloc(sizeof(*e));
 	struct rdma_conn_param *p;
 	uint64_t one = 1;
 
@@ -313,6 +356,21 @@ int srn_cm_queue(struct srn_cm_id *cid, struct srn_cm_id *owner,
 	return 0;
 }
 
+/* An event of cid's own that brings work to the application thread. */
+int srn_cm_queue_act(struct srn_cm_id *cid, enum rdma_cm_event_type type,
+		     int status, const struct srn_cm_msg *m,
+		     enum srn_cm_act act)
+{
+	struct srn_cm_event *e;
+	int ret = srn_cm_queue(cid, cid, type, status, m);
+
+	if (ret)
+		return ret;
+	e = srn_list_entry(cid->chan->events.prev, struct srn_cm_event, link);
+	e->act = act;
+	return 0;
+}
+
 /* Drops the queued events of cid (under srn_cm.lock). */
 void srn_cm_purge(struct srn_cm_id *cid)
 {
@@ -326,7 +384,7 @@ void srn_cm_purge(struct srn_cm_id *cid)
 		if (e->owner != cid && e->ev.id != &cid->id)
 			continue;
 		srn_list_del(pos);
-		free(e);
+		srn_cm_zfree(e);
 	}
 }
 
@@ -351,6 +409,8 @@ static int srn_cm_take(struct srn_cm_chan *c, struct rdma_cm_event **ev_p)
 			child->listener->pending--;
 		child->listener = NULL;
 	}
+	if (e->act != SRN_CM_ACT_NONE && srn_cm_act_fn)
+		srn_cm_act_fn(e); /* in the application's thread */
 	pthread_mutex_unlock(&srn_cm.lock);
 	*ev_p = &e->ev;
 	return 0;
@@ -392,7 +452,7 @@ SRN_EXPORT int rdma_ack_cm_event(struct rdma_cm_event *event)
 	e->owner->acked++;
 	pthread_cond_broadcast(&e->owner->cond);
 	pthread_mutex_unlock(&srn_cm.lock);
-	free(e);
+	srn_cm_zfree(e);
 	return 0;
 }
 

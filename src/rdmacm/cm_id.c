@@ -74,7 +74,7 @@ static void srn_cm_id_free(struct srn_cm_id *cid)
 	free(cid->id.route.path_rec);
 	free(cid->ep_attr);
 	pthread_cond_destroy(&cid->cond);
-	free(cid);
+	srn_cm_zfree(cid);
 }
 
 /* Drops children of a listener that were never given out (REJ). */
@@ -88,6 +88,8 @@ static void srn_cm_drop_children(struct srn_cm_id *lid)
 		c = srn_list_entry(pos, struct srn_cm_id, link);
 		if (c->listener != lid)
 			continue;
+		srn_dbg("rdmacm: listener of port %u gone: REQ rejected",
+			lid->port);
 		srn_cm_msg_init(&m, SRN_CM_REJ);
 		m.reason = htobe16(SRN_CM_REJ_INVALID_SERVICE_ID);
 		srn_cm_send(c, &m);
@@ -130,6 +132,8 @@ SRN_EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
 		id->event = NULL;
 	}
 	pthread_mutex_lock(&srn_cm.lock);
+	srn_dbg("rdmacm: destroy id (state %s, port %u)",
+		srn_cm_state_names[cid->state], cid->port);
 	srn_cm_id_unlink(cid);
 	srn_cm_purge(cid);
 	srn_cm_id_free(cid);
@@ -405,6 +409,7 @@ static int srn_cm_listen_locked(struct srn_cm_id *cid, int backlog)
 		srn_cm_listen_put();
 		return ret;
 	}
+	srn_dbg("rdmacm: listen on port %u", cid->port);
 	cid->backlog = backlog > 0 ? backlog : 1024;
 	cid->state = SRN_CMS_LISTEN;
 	return 0;

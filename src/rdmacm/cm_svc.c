@@ -31,12 +31,14 @@
 #include "rdmacm/cm.h"
 
 /* A connection accepted on the stream listener whose REQ is not complete
- * yet (in srn_cm.pending). */
+ * yet, or whose REQ waits for its port to be listened on (parked): in
+ * srn_cm.pending. */
 struct srn_cm_pend {
 	struct srn_list link;
 	uint64_t serial;
 	int fd;
 	size_t len;
+	uint64_t deadline_ns; /* parked until then at most */
 	uint8_t rx[SRN_CM_MSG_SIZE];
 };
 
@@ -142,7 +144,7 @@ int srn_cm_listen_get(void)
 {
 	int fd, ret;
 
-	if (srn_cm.listeners++)
+	if (srn_cm.listeners++ || srn_cm.lfd >= 0)
 		return 0;
 	fd = srn_cm_listen_open();
 	if (fd < 0) {
@@ -161,13 +163,13 @@ int srn_cm_listen_get(void)
 	return 0;
 }
 
+/* The stream listener stays open once opened, until the process ends:
+ * closing a SO_REUSEPORT listener resets the connections the kernel had
+ * queued on it, and an application that listens again on its port soon
+ * (perftest does) finds it still there. */
 void srn_cm_listen_put(void)
 {
-	if (--srn_cm.listeners || srn_cm.lfd < 0)
-		return;
-	epoll_ctl(srn_cm.epfd, EPOLL_CTL_DEL, srn_cm.lfd, NULL);
-	close(srn_cm.lfd);
-	srn_cm.lfd = -1;
+	srn_cm.listeners--;
 }
 
 static void srn_cm_reject_fd(int fd, uint16_t reason)
@@ -180,14 +182,20 @@ static void srn_cm_reject_fd(int fd, uint16_t reason)
 	close(fd);
 }
 
-/* Passes an accepted connection and its REQ to the process listening on
- * the rdma_cm port the REQ names: 0, or -errno (nobody listens). */
+/*
+ * Passes an accepted connection and its REQ to the process listening on
+ * the rdma_cm port the REQ names: 0, -ECONNREFUSED when nobody listens
+ * there, another -errno when it could not take it in time (its queue of
+ * SRN_CM_HANDOFF_MS stayed full: the caller drops the connection and the
+ * active side dials again).
+ */
 static int srn_cm_handoff(int fd, const struct srn_cm_msg *m)
 {
 	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
 	struct iovec iov = { .iov_base = (void *)m, .iov_len = sizeof(*m) };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct timeval tv = { .tv_usec = SRN_CM_HANDOFF_MS * 1000 };
 	struct cmsghdr *c;
 	int s, len, ret = 0;
 
@@ -205,32 +213,73 @@ static int srn_cm_handoff(int fd, const struct srn_cm_msg *m)
 	s = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (s < 0)
 		return -errno;
-	if (sendmsg(s, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
-		ret = -errno;
+	/* a datagram queue holds few messages (net.unix.max_dgram_qlen):
+	 * wait a little for the listener's CM thread to drain it */
+	setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	if (sendmsg(s, &mh, MSG_NOSIGNAL) < 0)
+		ret = errno == ENOENT ? -ECONNREFUSED : -errno;
 	close(s);
 	return ret;
 }
 
 /* A whole REQ arrived on an accepted connection: ours, or hand it off. */
-static void srn_cm_dispatch_req(int fd, const struct srn_cm_msg *m)
+/*
+ * A whole REQ arrived on an accepted connection: ours, or hand it off.
+ * When nobody listens on its port, it waits SRN_CM_PARK_MS for a listener
+ * (an application that listens again on the same port) before the REJ:
+ * -EAGAIN, the caller keeps it and calls again. 0 when it is done with.
+ */
+static int srn_cm_dispatch_req(int fd, const struct srn_cm_msg *m,
+			       bool last_try)
 {
 	struct srn_cm_id *lid;
+	int ret;
 
 	if (srn_cm_msg_check(m, sizeof(*m)) || m->type != SRN_CM_REQ) {
 		close(fd);
-		return;
+		return 0;
 	}
 	lid = srn_cm_listener_find(be16toh(m->ps), be16toh(m->dst_port));
 	if (lid) {
 		if (srn_cm_up->on_req(lid, fd, m))
 			srn_cm_reject_fd(fd, SRN_CM_REJ_CONSUMER_DEFINED);
-		return;
+		return 0;
 	}
-	if (!srn_cm_handoff(fd, m)) {
-		close(fd);
-		return;
+	ret = srn_cm_handoff(fd, m);
+	if (ret == -ECONNREFUSED && !last_try)
+		return -EAGAIN;
+	srn_dbg("rdmacm: REQ for port %u handed off: %s", be16toh(m->dst_port),
+		strerror(-ret));
+	if (ret == -ECONNREFUSED)
+		srn_cm_reject_fd(fd, SRN_CM_REJ_INVALID_SERVICE_ID);
+	else
+		close(fd); /* handed off, or the active side dials again */
+	return 0;
+}
+
+/* Parked REQs: try again; the thread's next wait is short while any is
+ * left. */
+static int srn_cm_retry_parked(void)
+{
+	struct srn_list *pos, *tmp;
+	struct srn_cm_pend *p;
+	uint64_t now = srn_now_ns();
+	int left = 0;
+
+	srn_list_for_each_safe(pos, tmp, &srn_cm.pending) {
+		p = srn_list_entry(pos, struct srn_cm_pend, link);
+		if (!p->deadline_ns)
+			continue;
+		if (srn_cm_dispatch_req(p->fd, (struct srn_cm_msg *)p->rx,
+					now >= p->deadline_ns) == -EAGAIN) {
+			left++;
+			continue;
+		}
+		srn_list_del(&p->link);
+		srn_cm.npending--;
+		srn_cm_zfree(p);
 	}
-	srn_cm_reject_fd(fd, SRN_CM_REJ_INVALID_SERVICE_ID);
+	return left;
 }
 
 static void srn_cm_on_pend(uint64_t serial)
@@ -253,12 +302,16 @@ static void srn_cm_on_pend(uint64_t serial)
 	if (n > 0 && (p->len += n) < sizeof(p->rx))
 		return;
 	epoll_ctl(srn_cm.epfd, EPOLL_CTL_DEL, p->fd, NULL);
-	srn_list_del(&p->link);
+	if (n > 0 && srn_cm_dispatch_req(p->fd, (struct srn_cm_msg *)p->rx,
+					 false) == -EAGAIN) {
+		p->deadline_ns = srn_now_ns() + SRN_CM_PARK_MS * 1000000ull;
+		return; /* parked */
+	}
 	if (n <= 0)
 		close(p->fd);
-	else
-		srn_cm_dispatch_req(p->fd, (struct srn_cm_msg *)p->rx);
-	free(p);
+	srn_list_del(&p->link);
+	srn_cm.npending--;
+	srn_cm_zfree(p);
 }
 
 static void srn_cm_on_accept(void)
@@ -268,18 +321,22 @@ static void srn_cm_on_accept(void)
 
 	while ((fd = accept4(srn_cm.lfd, NULL, NULL, SOCK_CLOEXEC)) >= 0) {
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		p = calloc(1, sizeof(*p));
-		if (!p) {
+		p = srn_cm.npending < SRN_CM_PEND_MAX ?
+			    srn_cm_zalloc(sizeof(*p)) :
+			    NULL;
+		if (!p) { /* too many silent connections: not this one */
 			close(fd);
 			continue;
 		}
 		p->fd = fd;
 		p->serial = srn_cm.next_serial++;
+		srn_cm.npending++;
 		srn_list_add_tail(&p->link, &srn_cm.pending);
 		if (srn_cm_epoll_add(fd, p->serial, SRN_CM_EP_PEND, EPOLLIN)) {
 			srn_list_del(&p->link);
+			srn_cm.npending--;
 			close(fd);
-			free(p);
+			srn_cm_zfree(p);
 		}
 	}
 }
@@ -385,11 +442,12 @@ static void srn_cm_handle(uint64_t data, uint32_t events)
 static void *srn_cm_thread(void *arg)
 {
 	struct epoll_event ev[16];
-	int n, i;
+	int n, i, parked = 0;
 
 	(void)arg;
 	for (;;) {
-		n = epoll_wait(srn_cm.epfd, ev, SRN_ARRAY_SIZE(ev), -1);
+		n = epoll_wait(srn_cm.epfd, ev, SRN_ARRAY_SIZE(ev),
+			       parked ? SRN_CM_PARK_POLL_MS : -1);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
@@ -397,6 +455,7 @@ static void *srn_cm_thread(void *arg)
 		pthread_mutex_lock(&srn_cm.lock);
 		for (i = 0; i < n; i++)
 			srn_cm_handle(ev[i].data.u64, ev[i].events);
+		parked = srn_cm_retry_parked();
 		pthread_mutex_unlock(&srn_cm.lock);
 	}
 	srn_err("rdmacm: the CM thread stops: %s", strerror(errno));
