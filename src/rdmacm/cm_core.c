@@ -302,6 +302,49 @@ SRN_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 	pthread_mutex_unlock(&srn_cm.lock);
 }
 
+/*
+ * fork(): the child has no CM thread, and the parent's sockets, epoll set
+ * and device context are the parent's. It forgets them (closing its
+ * copies, so the parent's peers see the parent's hang-ups alone); the
+ * parent's ids stay allocated but dead; the next call opens the device
+ * and starts a CM thread anew.
+ */
+static void srn_cm_atfork_child(void)
+{
+	struct srn_list *pos;
+	struct srn_cm_id *cid;
+
+	pthread_mutex_init(&srn_cm.lock, NULL);
+	srn_list_for_each(pos, &srn_cm.ids)
+	{
+		cid = srn_list_entry(pos, struct srn_cm_id, link);
+		if (cid->fd >= 0)
+			close(cid->fd);
+		if (cid->unix_fd >= 0)
+			close(cid->unix_fd);
+		cid->fd = cid->unix_fd = -1;
+		cid->state = SRN_CMS_FAILED;
+		pthread_cond_init(&cid->cond, NULL);
+	}
+	while (!srn_list_empty(&srn_cm.pending))
+		srn_list_del(srn_cm.pending.next); /* pages left as they are */
+	srn_cm.npending = 0;
+	if (srn_cm.epfd >= 0)
+		close(srn_cm.epfd);
+	if (srn_cm.lfd >= 0)
+		close(srn_cm.lfd);
+	srn_cm.epfd = srn_cm.lfd = -1;
+	srn_cm.listeners = 0;
+	srn_cm.thread_up = false;
+	srn_cm.ctx = NULL; /* the parent's; softrnic refuses its posts here */
+	srn_cm.pd = NULL;
+}
+
+__attribute__((constructor)) static void srn_cm_core_init(void)
+{
+	pthread_atfork(NULL, NULL, srn_cm_atfork_child);
+}
+
 const char *const srn_cm_act_names[SRN_CM_ACT_NR] = {
 	[SRN_CM_ACT_NONE] = "NONE",
 	[SRN_CM_ACT_CONNECT] = "CONNECT",
