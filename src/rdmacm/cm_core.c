@@ -315,8 +315,7 @@ static void srn_cm_atfork_child(void)
 	struct srn_cm_id *cid;
 
 	pthread_mutex_init(&srn_cm.lock, NULL);
-	srn_list_for_each(pos, &srn_cm.ids)
-	{
+	srn_list_for_each(pos, &srn_cm.ids) {
 		cid = srn_list_entry(pos, struct srn_cm_id, link);
 		if (cid->fd >= 0)
 			close(cid->fd);
