@@ -3,7 +3,7 @@
 # server and a client on this host through softrnic's libibverbs.so.1 and
 # librdmacm.so.1, and checks that the pair worked.
 #
-#   cm_pair.sh [--timeout S] [--expect REGEX] [--server-stays] \
+#   cm_pair.sh [--timeout S] [--expect REGEX] [--server-stays] [--ipv6] \
 #       --server PROG ARGS... --client PROG ARGS...
 #
 # In the arguments, @PORT@ becomes an rdma_cm port chosen here and @ADDR@
@@ -37,6 +37,10 @@ while [ $# -gt 0 ]; do
 	--timeout) timeout_s=$2; shift 2; continue ;;
 	--expect) expect=$2; shift 2; continue ;;
 	--server-stays) stays=1; shift; continue ;;
+	--ipv6) # the pair uses ::1: skip where the host has no IPv6
+		ip -6 addr show dev lo 2>/dev/null | grep -q "::1/" ||
+			{ echo "SKIP: no IPv6 loopback"; exit 77; }
+		shift; continue ;;
 	--server) side=s; shift; continue ;;
 	--client) side=c; shift; continue ;;
 	esac
