@@ -111,6 +111,9 @@ static int srn_cm_device_open(void)
 		return -ENODEV;
 	}
 	srn_cm.mtu = pa.active_mtu;
+	/* the device's PD: ids that name the device get it (id->pd), as in
+	 * rdma-core, and QPs made without one use it */
+	srn_cm.pd = ibv_alloc_pd(srn_cm.ctx);
 	return 0;
 }
 
@@ -225,6 +228,8 @@ void srn_cm_id_set_verbs(struct srn_cm_id *cid)
 	struct rdma_ib_addr *ib = &cid->id.route.addr.addr.ibaddr;
 
 	cid->id.verbs = srn_cm.ctx;
+	if (!cid->id.pd)
+		cid->id.pd = srn_cm.pd;
 	cid->id.port_num = 1;
 	memcpy(&ib->sgid, &srn_cm.gid, sizeof(ib->sgid));
 	ib->pkey = htobe16(0xffff);
