@@ -25,8 +25,9 @@ include(${CMAKE_CURRENT_LIST_DIR}/SoftrnicDirs.cmake)
 # Every library softrnic ships (targets): each goes to the private
 # directory, with its SONAME link and its unversioned link (the latter is
 # what -libverbs finds through softrnic.pc; it is in the private directory,
-# never in a system one). Add a target here, e.g. rdmacm, to ship it.
-set(SOFTRNIC_INSTALL_LIBRARIES ibverbs softrnic_rpc)
+# never in a system one). librdmacm.so.1 (rdmacm) sits beside
+# libibverbs.so.1, so softrnic exec puts both first.
+set(SOFTRNIC_INSTALL_LIBRARIES ibverbs rdmacm softrnic_rpc)
 
 install(TARGETS ${SOFTRNIC_INSTALL_LIBRARIES}
 	LIBRARY DESTINATION ${SOFTRNIC_INSTALL_PRIVATE_LIBDIR})

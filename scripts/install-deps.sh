@@ -12,6 +12,7 @@ pkgs=(
 	build-essential cmake pkg-config # build
 	libibverbs-dev                   # <infiniband/verbs.h>, the ABI we match
 	ibverbs-utils perftest rdma-core # the programs run over softrnic
+	librdmacm-dev rdmacm-utils       # <rdma/rdma_cma.h>, rping, ucmatose, cmtime
 	python3-pyverbs                  # pyverbs smoke test (/usr/bin/python3)
 	iproute2 procps bc               # ss (run_pair.sh), ps, bc (kill_pair.sh)
 	ucx-utils libfabric-bin          # ucx_perftest, fi_* (benchmarks)

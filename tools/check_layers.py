@@ -8,8 +8,12 @@ Layers, lowest first; a file may use (#include, or call a function defined
 in) its own folder and the layers below it, never a layer above:
 
     proto  <  util  <  core  <  engine  <  transport/<name>  <  verbs, rpc
+                                                               <  rdmacm
 
-(rpc, softrnic's ONC-RPC layer, sits beside verbs: the two are siblings.)
+(rpc, softrnic's ONC-RPC layer, sits beside verbs: the two are siblings.
+rdmacm, softrnic's librdmacm, sits above verbs and uses only its public
+API: besides proto and util, it may call only the verbs ABI's functions
+(ibv_*) of the layers below, and include nothing of them.)
 
 Transports are siblings: transport/a never uses transport/b, and no file
 outside transport/<name>/ names that transport (its symbols, its headers,
@@ -28,7 +32,7 @@ import re
 import subprocess
 import sys
 
-ORDER = ["proto", "util", "core", "engine", "transport", "verbs"]
+ORDER = ["proto", "util", "core", "engine", "transport", "verbs", "rdmacm"]
 # Folders at the rank of a folder of ORDER (siblings of it).
 BESIDE = {"rpc": "verbs"}
 # Words that are also plain English in this code base (shared memory is
@@ -37,7 +41,10 @@ GENERIC_WORDS = {"shm"}
 # Folders where a transport's name is also a network protocol's (ONC-RPC's
 # netids "tcp" and "udp"): the bare word is allowed there, the transport's
 # symbols and headers are not.
-PROTOCOL_WORD_FOLDERS = {"rpc/"}
+PROTOCOL_WORD_FOLDERS = {"rpc/", "rdmacm/"}
+# Layers that may use, of the layers below them, only these folders and
+# otherwise only the public verbs ABI (functions named with these prefixes).
+PUBLIC_API_ONLY = {"rdmacm": ({"proto", "util"}, ("ibv_", "_ibv_"))}
 
 
 def layer_of(rel):
@@ -53,14 +60,20 @@ def layer_of(rel):
     return ORDER.index(top), folder
 
 
-def allowed(src, dst):
-    """May a file of src (a path) use one of dst? None or the reason why not."""
+def allowed(src, dst, sym=None):
+    """May a file of src (a path) use one of dst (by including it, or by
+    calling its function sym)? None or the reason why not."""
     rs, fs = layer_of(src)
     rd, fd = layer_of(dst)
     if rs is None or rd is None:
         return None
     if fs == fd:
         return None
+    top = fs.split("/")[0]
+    if top in PUBLIC_API_ONLY and fd.split("/")[0] not in \
+            PUBLIC_API_ONLY[top][0]:
+        if sym is None or not sym.startswith(PUBLIC_API_ONLY[top][1]):
+            return f"{fs} uses only the public verbs API of {fd}"
     if rd > rs:
         return f"{fs} is below {fd}"
     if rd == rs:
@@ -168,7 +181,7 @@ def call_graph(src, build):
                 if d == name:
                     continue
                 g.setdefault(name, set()).add(d)
-                why = allowed(name, d)
+                why = allowed(name, d, s)
                 if why:
                     errors.append(f"{name}: calls {s} in {d} ({why})")
     return g, errors, len(objs)

@@ -90,7 +90,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: softrnic COMMAND [ARGS]\n"
 		"  exec -- CMD [ARGS...]  run CMD with softrnic's libibverbs.so.1 "
-		"first on the library path\n"
+		"and librdmacm.so.1 first on the library path\n"
 		"  devinfo                show softrnic0 (device, port, GID)\n"
 		"  stat                   list the QPs on this host and the "
 		"path each uses\n"
@@ -98,7 +98,8 @@ static void usage(FILE *f)
 		"command\n"
 		"  --version              print softrnic's version\n"
 		"environment: SOFTRNIC_LIB_DIR, SOFTRNIC_IP, SOFTRNIC_LOG, "
-		"SOFTRNIC_TRANSPORT, SOFTRNIC_PORT (see softrnic(1))\n");
+		"SOFTRNIC_TRANSPORT, SOFTRNIC_PORT, SOFTRNIC_CM_PORT (see "
+		"softrnic(1))\n");
 }
 
 static int cmd_exec(int argc, char **argv)
@@ -109,8 +110,9 @@ static int cmd_exec(int argc, char **argv)
 	if (argc > 1 && !strcmp(argv[1], "--help")) {
 		printf("usage: softrnic exec -- CMD [ARGS...]\n"
 		       "Runs CMD with softrnic's library directory first "
-		       "on LD_LIBRARY_PATH, so unmodified verbs programs use "
-		       "softrnic0.\n");
+		       "on LD_LIBRARY_PATH (its libibverbs.so.1 and "
+		       "librdmacm.so.1), so unmodified verbs and rdma_cm "
+		       "programs use softrnic0.\n");
 		return 0;
 	}
 	if (argc > 1 && !strcmp(argv[1], "--")) {

@@ -200,6 +200,12 @@ int srn_memreg_get(struct srn_memreg *reg, uintptr_t addr, size_t len,
 		   bool need_write);
 void srn_memreg_put(struct srn_memreg *reg);
 void srn_memreg_atfork_child(void);
+/* A remap copies pages and maps the copy in their place: a write by
+ * another thread in between is lost. Writers serialised by a lock of a
+ * layer above (the progress thread's handlers, which link the pollables
+ * that application threads allocated) must not run meanwhile: that layer
+ * gives its lock's enter and leave (engine/progress.c). */
+void srn_memreg_set_quiesce(void (*enter)(void), void (*leave)(void));
 int srn_memreg_check(uintptr_t addr, size_t len, bool need_write);
 
 /* ---- mr.c: the translation and protection table ---- */

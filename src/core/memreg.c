@@ -259,6 +259,15 @@ static int srn_chunk_foreign(struct srn_chunk *c, const struct srn_vma *v)
 	return 0;
 }
 
+static void (*srn_memreg_enter)(void);
+static void (*srn_memreg_leave)(void);
+
+void srn_memreg_set_quiesce(void (*enter)(void), void (*leave)(void))
+{
+	srn_memreg_enter = enter;
+	srn_memreg_leave = leave;
+}
+
 /* Copies private pages into a new memfd and maps it over them in place. */
 static int srn_chunk_remap(struct srn_chunk *c, const struct srn_vma *vmas,
 			   unsigned n)
@@ -279,13 +288,17 @@ static int srn_chunk_remap(struct srn_chunk *c, const struct srn_vma *vmas,
 		err = -errno;
 		goto out_close;
 	}
+	if (srn_memreg_enter)
+		srn_memreg_enter(); /* see srn_memreg_set_quiesce */
 	memcpy(tmp, (void *)c->start, c->len);
-	munmap(tmp, c->len);
 	if (mmap((void *)c->start, c->len, c->prot, MAP_SHARED | MAP_FIXED, fd,
-		 0) == MAP_FAILED) {
+		 0) == MAP_FAILED)
 		err = -errno;
+	if (srn_memreg_leave)
+		srn_memreg_leave();
+	munmap(tmp, c->len);
+	if (err)
 		goto out_close;
-	}
 	c->fd = fd;
 	c->ino = st.st_ino;
 	c->file_off0 = 0;

@@ -64,6 +64,16 @@ fresh # the RPC layer may say tcp, not use the transport
 echo 'void srn_tcp_poke(void);' >>"$tmp/src/rpc/srn_rpc.h"
 expect_fail "rpc names the tcp transport" "names transport tcp"
 
+fresh # librdmacm uses only the public verbs API: no core internals
+echo '#include "core/core.h"' >>"$tmp/src/rdmacm/cm_qp.c"
+expect_fail "rdmacm includes core" "uses only the public verbs API"
+fresh # verbs is below librdmacm
+echo '#include "rdmacm/cm.h"' >>"$tmp/src/verbs/verbs_qp.c"
+expect_fail "verbs includes rdmacm" "verbs is below rdmacm"
+fresh # librdmacm may say tcp (RDMA_PS_TCP), not use the transport
+echo 'void srn_tcp_poke(void);' >>"$tmp/src/rdmacm/cm.h"
+expect_fail "rdmacm names the tcp transport" "names transport tcp"
+
 fresh # an include that is not a path from src/
 echo '#include "core.h"' >>"$tmp/src/core/pd.c"
 expect_fail "bare include" "not a path"

@@ -7,6 +7,8 @@
 #   netns_pair.sh pair -- PROG [ARGS...]   (checks as tests/peers/run_pair.sh)
 #   netns_pair.sh kill -- PROG [ARGS...]   (kill -9 of the server mid-run:
 #                                           the client must fail, not hang)
+#   netns_pair.sh cm -- CM_PAIR_ARGS...    (an rdma_cm pair: the arguments of
+#                                           tests/rdmacm/cm_pair.sh)
 # Exit 77 (skip) when not root or namespaces are unavailable.
 set -u
 mode=$1
@@ -15,7 +17,9 @@ shift
 here=$(cd "$(dirname "$0")" && pwd)
 lib=${SOFTRNIC_LIB_DIR:-$here/../../build/lib}
 [ "$(id -u)" = 0 ] || { echo "skip: needs root for network namespaces"; exit 77; }
-command -v "$1" >/dev/null || { echo "skip: $1 not installed"; exit 77; }
+if [ "$mode" != cm ]; then
+	command -v "$1" >/dev/null || { echo "skip: $1 not installed"; exit 77; }
+fi
 a=srn$$a
 b=srn$$b
 cleanup() {
@@ -38,6 +42,12 @@ for ns in "$a" "$b"; do ip -n "$ns" link set lo up; done
 ip -n "$a" link set "v$$a" up
 ip -n "$b" link set "v$$b" up
 
+if [ "$mode" = cm ]; then
+	SRN_PAIR_SERVER_NS=$a SRN_PAIR_CLIENT_NS=$b \
+		SRN_PAIR_SERVER_IP=198.51.100.1 SRN_PAIR_CLIENT_IP=198.51.100.2 \
+		SOFTRNIC_LIB_DIR=$lib "$here/../rdmacm/cm_pair.sh" --timeout 100 "$@"
+	exit $?
+fi
 if [ "$mode" = pair ]; then
 	SRN_PAIR_SERVER_NS=$a SRN_PAIR_CLIENT_NS=$b \
 		SRN_PAIR_SERVER_IP=198.51.100.1 SRN_PAIR_CLIENT_IP=198.51.100.2 \

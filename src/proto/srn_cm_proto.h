@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * softrnic — the connection manager's messages (librdmacm, docs/rdmacm.md).
+ *
+ * One stream connection per rdma_cm connection, from the active side to
+ * the host's CM port (SRN_CM_PORT_DEFAULT, SOFTRNIC_CM_PORT): REQ, then
+ * REP or REJ back, RTU, and later DREQ/DREP either way. Every message is
+ * the same fixed-size struct below, integers in network byte order, so a
+ * receiver reads exactly SRN_CM_MSG_SIZE bytes and checks them with
+ * srn_cm_msg_check before it looks at anything else.
+ *
+ * The process that accepted the connection may not be the one listening
+ * on the rdma_cm port: it then passes the connection's fd and the REQ it
+ * read to the abstract unix datagram socket SRN_CM_SOCK_FMT of that port
+ * (SCM_RIGHTS, sender's credentials checked), or answers REJ with
+ * SRN_CM_REJ_INVALID_SERVICE_ID when nobody listens there.
+ */
+#ifndef SRN_CM_PROTO_H
+#define SRN_CM_PROTO_H
+
+#include <assert.h>
+#include <endian.h>
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SRN_CM_MAGIC 0x4d43534eu /* "NSCM" */
+#define SRN_CM_VERSION 1
+#define SRN_CM_PORT_DEFAULT 4790
+/* abstract name (leading NUL) of a listening rdma_cm port: port space
+ * (RDMA_PS_*) and port number */
+#define SRN_CM_SOCK_FMT "softrnic/cm/%u/%u"
+
+enum srn_cm_msg_type {
+	SRN_CM_REQ = 1,
+	SRN_CM_REP = 2,
+	SRN_CM_RTU = 3,
+	SRN_CM_REJ = 4,
+	SRN_CM_DREQ = 5,
+	SRN_CM_DREP = 6,
+	SRN_CM_MSG_NR,
+};
+
+/* Reject reasons, as the IB CM's (the event's status) */
+enum srn_cm_rej_reason {
+	SRN_CM_REJ_INVALID_SERVICE_ID = 8,
+	SRN_CM_REJ_CONSUMER_DEFINED = 28,
+};
+
+/* Private data limits of the IB CM for each message (REQ of the RDMA
+ * port spaces: 92 minus the 36-byte rdma_cm header) */
+#define SRN_CM_PDATA_REQ 56
+#define SRN_CM_PDATA_REQ_IB 92
+#define SRN_CM_PDATA_REP 196
+#define SRN_CM_PDATA_REJ 148
+#define SRN_CM_PDATA_MAX 208
+
+/* Port spaces and QP types a REQ may name (<rdma/rdma_cma.h>, verbs.h) */
+#define SRN_CM_PS_IB 0x013f
+#define SRN_CM_PS_STREAM 0x0106 /* RDMA_PS_TCP */
+#define SRN_CM_PS_UDP 0x0111
+#define SRN_CM_QPT_RC 2
+#define SRN_CM_QPT_UD 4
+
+struct srn_cm_msg {
+	uint32_t magic; /* SRN_CM_MAGIC */
+	uint16_t version; /* SRN_CM_VERSION */
+	uint8_t type; /* enum srn_cm_msg_type */
+	uint8_t pdata_len; /* bytes of pdata[] used */
+	uint32_t qpn; /* the sender's QP (REQ, REP), 24 bits */
+	uint32_t psn; /* its first send PSN (REQ, REP), 24 bits */
+	uint16_t dst_port; /* REQ: the rdma_cm port asked for */
+	uint16_t src_port; /* REQ: the sender's rdma_cm port */
+	uint16_t ps; /* REQ: port space (RDMA_PS_*) */
+	uint8_t qp_type; /* REQ: IBV_QPT_RC or IBV_QPT_UD */
+	uint8_t flags; /* none defined: 0 */
+	uint8_t responder_resources;
+	uint8_t initiator_depth;
+	uint8_t retry_count; /* 0..7 */
+	uint8_t rnr_retry_count; /* 0..7 */
+	uint8_t flow_control;
+	uint8_t srq;
+	uint16_t reason; /* REJ: enum srn_cm_rej_reason or the consumer's */
+	uint8_t gid[16]; /* REQ, REP: the sender's device GID */
+	uint8_t pdata[SRN_CM_PDATA_MAX];
+};
+static_assert(offsetof(struct srn_cm_msg, gid) == 32, "cm msg header");
+static_assert(sizeof(struct srn_cm_msg) == 256, "cm msg size");
+#define SRN_CM_MSG_SIZE sizeof(struct srn_cm_msg)
+
+/* The most private data a message of this type may carry, 0 if none. */
+static inline unsigned int srn_cm_pdata_max(unsigned int type, unsigned int ps)
+{
+	switch (type) {
+	case SRN_CM_REQ:
+		return ps == SRN_CM_PS_IB ? SRN_CM_PDATA_REQ_IB :
+					    SRN_CM_PDATA_REQ;
+	case SRN_CM_REP:
+		return SRN_CM_PDATA_REP;
+	case SRN_CM_REJ:
+		return SRN_CM_PDATA_REJ;
+	default:
+		return 0;
+	}
+}
+
+/*
+ * Checks a received message (len bytes at m, host-independent fields in
+ * network order): 0 when it may be used, -EBADMSG otherwise. Everything a
+ * receiver later reads is in range after this: type, lengths, QPN, PSN,
+ * retry counts, reserved fields zero.
+ */
+static inline int srn_cm_msg_check(const struct srn_cm_msg *m, size_t len)
+{
+	uint32_t qpn, psn;
+	unsigned int ps;
+
+	if (len != SRN_CM_MSG_SIZE)
+		return -EBADMSG;
+	if (be32toh(m->magic) != SRN_CM_MAGIC ||
+	    be16toh(m->version) != SRN_CM_VERSION)
+		return -EBADMSG;
+	if (m->type < SRN_CM_REQ || m->type >= SRN_CM_MSG_NR || m->flags)
+		return -EBADMSG;
+	ps = be16toh(m->ps);
+	if (m->pdata_len > srn_cm_pdata_max(m->type, ps))
+		return -EBADMSG;
+	qpn = be32toh(m->qpn);
+	psn = be32toh(m->psn);
+	if (qpn > 0xffffffu || psn > 0xffffffu)
+		return -EBADMSG;
+	if (m->retry_count > 7 || m->rnr_retry_count > 7)
+		return -EBADMSG;
+	if (m->type == SRN_CM_REQ &&
+	    (!m->dst_port ||
+	     (m->qp_type != SRN_CM_QPT_RC && m->qp_type != SRN_CM_QPT_UD) ||
+	     (ps != SRN_CM_PS_STREAM && ps != SRN_CM_PS_IB &&
+	      ps != SRN_CM_PS_UDP)))
+		return -EBADMSG;
+	return 0;
+}
+
+#endif /* SRN_CM_PROTO_H */

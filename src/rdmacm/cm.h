@@ -1,0 +1,209 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * softrnic's librdmacm: internal declarations (docs/rdmacm.md).
+ *
+ * The layer sits above verbs: it uses only the public verbs API of
+ * softrnic's libibverbs (ibv_*), util/ and proto/. One process-wide lock
+ * (srn_cm.lock) guards every id, channel queue and connection; one CM
+ * thread (cm_svc.c) blocks in epoll on the CM's sockets.
+ */
+#ifndef SRN_RDMACM_CM_H
+#define SRN_RDMACM_CM_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+#include <rdma/rdma_verbs.h>
+
+#include "proto/srn_cm_proto.h"
+#include "util/util.h"
+
+/* The state of an id; srn_cm_state_names[] names them. */
+enum srn_cm_state {
+	SRN_CMS_IDLE,
+	SRN_CMS_BOUND, /* rdma_bind_addr */
+	SRN_CMS_ADDR_RESOLVED,
+	SRN_CMS_ROUTE_RESOLVED,
+	SRN_CMS_LISTEN,
+	SRN_CMS_CONNECTING, /* active: REQ on its way, REP awaited */
+	SRN_CMS_REQ_RCVD, /* passive child: CONNECT_REQUEST, not answered */
+	SRN_CMS_REP_SENT, /* passive: REP sent, RTU awaited */
+	SRN_CMS_REP_RCVD, /* active without QP: CONNECT_RESPONSE given */
+	SRN_CMS_ESTABLISHED,
+	SRN_CMS_DISCONNECTING, /* DREQ sent, DREP awaited */
+	SRN_CMS_DISCONNECTED,
+	SRN_CMS_FAILED, /* rejected, unreachable, connection lost */
+	SRN_CMS_NR,
+};
+extern const char *const srn_cm_state_names[SRN_CMS_NR];
+
+/* An event channel: the ABI's { int fd } (an eventfd in semaphore mode,
+ * one count per queued event) and its queue. */
+struct srn_cm_chan {
+	struct rdma_event_channel ch;
+	struct srn_list events; /* struct srn_cm_event, oldest first */
+	bool private; /* a synchronous id's own channel */
+};
+
+struct srn_cm_id;
+
+/*
+ * Work an event brings to the application thread that takes it
+ * (rdma_get_cm_event), as rdma-core's librdmacm does: the CM thread never
+ * calls verbs, so it never writes softrnic's objects (which live in the
+ * application's heap, see srn_cm_zalloc); srn_cm_act_names[] names them.
+ */
+enum srn_cm_act {
+	SRN_CM_ACT_NONE,
+	SRN_CM_ACT_CONNECT, /* the REP: QP to RTR and RTS, RTU; or
+			     * CONNECT_ERROR */
+	SRN_CM_ACT_QP_ERR, /* rejected or lost: the id's QP to ERR */
+	SRN_CM_ACT_NR,
+};
+extern const char *const srn_cm_act_names[SRN_CM_ACT_NR];
+
+struct srn_cm_event {
+	struct rdma_cm_event ev; /* what the application sees */
+	struct srn_list link;
+	struct srn_cm_id *owner; /* counts this event (the listener for
+				  * CONNECT_REQUEST) */
+	enum srn_cm_act act;
+	uint8_t pdata[SRN_CM_PDATA_MAX];
+};
+
+/* Values negotiated for a connection (this side's view). */
+struct srn_cm_conn {
+	uint32_t qpn; /* ours: id->qp or conn_param->qp_num */
+	uint32_t psn; /* our first send PSN */
+	uint32_t peer_qpn;
+	uint32_t peer_psn;
+	uint8_t peer_gid[16];
+	uint8_t resp_res; /* max_dest_rd_atomic */
+	uint8_t init_depth; /* max_rd_atomic */
+	uint8_t peer_resp_res, peer_init_depth;
+	uint8_t retry_count, rnr_retry_count;
+	uint8_t flow_control, srq;
+	bool peer_known; /* REQ or REP received */
+};
+
+struct srn_cm_id {
+	struct rdma_cm_id id; /* first: what the application sees */
+	struct srn_list link; /* srn_cm.ids */
+	uint64_t serial; /* the epoll handle (ids may go away meanwhile) */
+	enum srn_cm_state state;
+	struct srn_cm_chan *chan;
+	struct srn_cm_id *listener; /* child: its listener until accepted */
+	bool sync; /* created without a channel: calls wait */
+	bool disc_reported; /* DISCONNECTED given once */
+	bool rep_wait; /* REP taken, its ESTABLISHED not yet fetched */
+	int fd; /* the CM connection, -1 */
+	bool dialing; /* fd's connect() in progress */
+	uint8_t dials; /* connections tried for this REQ */
+	uint8_t rx[SRN_CM_MSG_SIZE];
+	size_t rx_len;
+	unsigned int reported, acked; /* events given out / acked */
+	pthread_cond_t cond; /* acked caught up with reported */
+	int unix_fd; /* bound port's hand-off socket, -1 */
+	int backlog, pending; /* listener: REQs not yet delivered */
+	uint16_t port; /* bound rdma_cm port, host order; 0 none */
+	uint8_t req_pdata[SRN_CM_PDATA_REQ_IB]; /* rdma_connect's, for the
+						 * REQ */
+	uint8_t req_plen;
+	struct srn_cm_conn conn;
+	uint8_t tos, ack_timeout;
+	bool own_cqs; /* rdma_create_qp made the CQs */
+	struct ibv_qp_init_attr *ep_attr; /* rdma_create_ep's, passive */
+	struct ibv_pd *ep_pd;
+};
+
+struct srn_cm_global {
+	pthread_mutex_t lock;
+	struct srn_list ids;
+	uint64_t next_serial;
+	int epfd; /* the CM thread's */
+	bool thread_up;
+	int lfd; /* the host-wide stream listener, -1 */
+	int listeners; /* ids listening: the listener's users */
+	struct srn_list pending; /* accepted, REQ not read yet or parked */
+	unsigned int npending;
+	struct ibv_context *ctx; /* softrnic0, opened once */
+	struct ibv_pd *pd; /* the default PD */
+	struct ibv_device_attr dev_attr;
+	union ibv_gid gid;
+	enum ibv_mtu mtu;
+};
+extern struct srn_cm_global srn_cm;
+
+/* epoll data: serial << 2 | kind */
+enum srn_cm_ep_kind {
+	SRN_CM_EP_CONN = 0, /* an id's CM connection */
+	SRN_CM_EP_UNIX = 1, /* a listener's hand-off socket */
+	SRN_CM_EP_LISTEN = 2, /* the stream listener */
+	SRN_CM_EP_PEND = 3, /* an accepted connection, REQ not read */
+};
+
+#define SRN_CM_DEF_RETRY 7
+#define SRN_CM_HANDOFF_MS 500 /* a hand-off waits this long at most */
+#define SRN_CM_DIAL_TRIES 4 /* dials of a REQ whose connection drops */
+#define SRN_CM_PARK_MS 500 /* a REQ waits this long for its listener */
+#define SRN_CM_PARK_POLL_MS 10 /* and looks for it this often */
+#define SRN_CM_PEND_MAX 512 /* accepted connections without a whole REQ */
+#define SRN_CM_MIN_RNR_TIMER 12
+#define SRN_CM_DEF_TIMEOUT 14
+
+/* cm_core.c */
+void *srn_cm_zalloc(size_t size);
+void srn_cm_zfree(void *ptr);
+struct srn_cm_id *srn_cm_listener_find(unsigned int ps, uint16_t port);
+int srn_cm_queue(struct srn_cm_id *cid, struct srn_cm_id *owner,
+		 enum rdma_cm_event_type type, int status,
+		 const struct srn_cm_msg *m);
+int srn_cm_queue_act(struct srn_cm_id *cid, enum rdma_cm_event_type type,
+		     int status, const struct srn_cm_msg *m,
+		     enum srn_cm_act act);
+void srn_cm_set_act_fn(void (*fn)(struct srn_cm_event *e));
+void srn_cm_purge(struct srn_cm_id *cid);
+int srn_cm_complete(struct srn_cm_id *cid);
+struct srn_cm_chan *srn_cm_chan_new(bool private);
+void srn_cm_chan_free(struct srn_cm_chan *c);
+
+/* cm_id.c */
+int srn_cm_err(int neg_errno);
+int srn_cm_device(void);
+struct srn_cm_id *srn_cm_id_new(struct srn_cm_chan *c, void *context,
+				enum rdma_port_space ps,
+				enum ibv_qp_type qp_type);
+struct srn_cm_id *srn_cm_id_find(uint64_t serial);
+void srn_cm_id_set_verbs(struct srn_cm_id *cid);
+uint32_t srn_cm_random24(void);
+void srn_cm_id_unlink(struct srn_cm_id *cid);
+int srn_cm_bind_port(struct srn_cm_id *cid, uint16_t port);
+
+/* cm_svc.c; it calls up into cm_conn.c only through these (set once by
+ * cm_conn.c's constructor), so that calls point down */
+struct srn_cm_up_ops {
+	void (*on_msg)(struct srn_cm_id *cid, const struct srn_cm_msg *m);
+	void (*on_lost)(struct srn_cm_id *cid, int err);
+	void (*on_connected)(struct srn_cm_id *cid);
+	int (*on_req)(struct srn_cm_id *lid, int fd,
+		      const struct srn_cm_msg *m);
+};
+void srn_cm_svc_set_up(const struct srn_cm_up_ops *ops);
+int srn_cm_svc_start(void);
+int srn_cm_listen_get(void);
+void srn_cm_listen_put(void);
+int srn_cm_epoll_add(int fd, uint64_t serial, enum srn_cm_ep_kind k,
+		     uint32_t events);
+void srn_cm_close_conn(struct srn_cm_id *cid);
+int srn_cm_send(struct srn_cm_id *cid, struct srn_cm_msg *m);
+void srn_cm_msg_init(struct srn_cm_msg *m, enum srn_cm_msg_type type);
+uint16_t srn_cm_service_port(void);
+
+/* cm_qp.c */
+int srn_cm_qp_attr(struct srn_cm_id *cid, struct ibv_qp_attr *a, int *mask);
+int srn_cm_qp_connect(struct srn_cm_id *cid);
+void srn_cm_qp_error(struct srn_cm_id *cid);
+
+#endif /* SRN_RDMACM_CM_H */

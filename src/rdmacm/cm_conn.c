@@ -1,0 +1,604 @@
+// SPDX-License-Identifier: MIT
+/*
+ * softrnic's librdmacm: connections (docs/rdmacm.md, "Connections").
+ *
+ *   active                                 passive
+ *   rdma_connect: dial the CM port ──REQ──► CONNECT_REQUEST (child id)
+ *                                           rdma_accept: QP to RTS
+ *   QP to RTR, RTS; ESTABLISHED ◄──REP──── (or rdma_reject ──REJ──►
+ *   (no QP: CONNECT_RESPONSE,                REJECTED)
+ *    rdma_establish sends RTU)  ──RTU──►   ESTABLISHED
+ *   rdma_disconnect: QP to ERR  ──DREQ─►   DISCONNECTED, DREP back
+ *   DISCONNECTED                ◄─DREP──
+ *
+ * A connection lost before DISCONNECTED is DISCONNECTED once established,
+ * UNREACHABLE or CONNECT_ERROR before.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "rdmacm/cm.h"
+
+static void srn_cm_on_lost(struct srn_cm_id *cid, int err);
+
+static uint8_t srn_cm_clamp(uint8_t v, int max)
+{
+	return v > max ? (uint8_t)max : v;
+}
+
+/* Our values into a REQ or REP. */
+static void srn_cm_msg_fill(struct srn_cm_id *cid, struct srn_cm_msg *m,
+			    const void *pdata, uint8_t plen)
+{
+	struct srn_cm_conn *c = &cid->conn;
+
+	m->qpn = htobe32(c->qpn);
+	m->psn = htobe32(c->psn);
+	m->responder_resources = c->resp_res;
+	m->initiator_depth = c->init_depth;
+	m->retry_count = c->retry_count;
+	m->rnr_retry_count = c->rnr_retry_count;
+	m->flow_control = c->flow_control;
+	m->srq = c->srq;
+	memcpy(m->gid, srn_cm.gid.raw, 16);
+	if (plen)
+		memcpy(m->pdata, pdata, plen);
+	m->pdata_len = plen;
+}
+
+/* The peer's values from a REQ or REP. */
+static void srn_cm_msg_take(struct srn_cm_id *cid, const struct srn_cm_msg *m)
+{
+	struct srn_cm_conn *c = &cid->conn;
+
+	c->peer_qpn = be32toh(m->qpn);
+	c->peer_psn = be32toh(m->psn);
+	c->peer_resp_res = m->responder_resources;
+	c->peer_init_depth = m->initiator_depth;
+	memcpy(c->peer_gid, m->gid, 16);
+	memcpy(cid->id.route.addr.addr.ibaddr.dgid.raw, m->gid, 16);
+	c->peer_known = true;
+}
+
+/* Our connection values from the application's (NULL: the defaults). */
+static int srn_cm_param(struct srn_cm_id *cid, const struct rdma_conn_param *p,
+			unsigned int pmax)
+{
+	struct srn_cm_conn *c = &cid->conn;
+	int max_rr = srn_cm.dev_attr.max_qp_rd_atom;
+	int max_id = srn_cm.dev_attr.max_qp_init_rd_atom;
+
+	if (p && p->private_data_len > pmax)
+		return -EINVAL;
+	if (p && p->private_data_len && !p->private_data)
+		return -EINVAL;
+	c->qpn = cid->id.qp ? cid->id.qp->qp_num : (p ? p->qp_num : 0);
+	if (!p) {
+		c->resp_res = srn_cm_clamp(c->peer_known ? c->peer_init_depth :
+							   (uint8_t)max_rr,
+					   max_rr);
+		c->init_depth = srn_cm_clamp(c->peer_known ? c->peer_resp_res :
+							     (uint8_t)max_id,
+					     max_id);
+		c->retry_count = c->rnr_retry_count = SRN_CM_DEF_RETRY;
+		return 0;
+	}
+	c->resp_res = srn_cm_clamp(p->responder_resources, max_rr);
+	c->init_depth = srn_cm_clamp(p->initiator_depth, max_id);
+	c->retry_count = srn_cm_clamp(p->retry_count, 7);
+	c->rnr_retry_count = srn_cm_clamp(p->rnr_retry_count, 7);
+	c->flow_control = p->flow_control;
+	c->srq = p->srq || cid->id.srq;
+	return 0;
+}
+
+/* Starts the stream connection to the destination's CM port. */
+static int srn_cm_dial(struct srn_cm_id *cid)
+{
+	struct sockaddr_storage ss;
+	struct sockaddr *sa = (struct sockaddr *)&ss;
+	socklen_t len;
+	int fd, one = 1, cnt = 2, ret;
+
+	memcpy(&ss, &cid->id.route.addr.dst_addr, sizeof(ss));
+	if (sa->sa_family == AF_INET6) {
+		len = sizeof(struct sockaddr_in6);
+		((struct sockaddr_in6 *)sa)->sin6_port =
+			htobe16(srn_cm_service_port());
+	} else {
+		len = sizeof(struct sockaddr_in);
+		((struct sockaddr_in *)sa)->sin_port =
+			htobe16(srn_cm_service_port());
+	}
+	fd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
+		    0);
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	setsockopt(fd, IPPROTO_TCP, TCP_SYNCNT, &cnt, sizeof(cnt));
+	if (connect(fd, sa, len) && errno != EINPROGRESS) {
+		ret = -errno;
+		close(fd);
+		return ret;
+	}
+	cid->fd = fd;
+	cid->dialing = true;
+	ret = srn_cm_epoll_add(fd, cid->serial, SRN_CM_EP_CONN, EPOLLOUT);
+	if (ret)
+		srn_cm_close_conn(cid);
+	return ret;
+}
+
+static int srn_cm_connect_locked(struct srn_cm_id *cid,
+				 const struct rdma_conn_param *p)
+{
+	int ret;
+
+	if (cid->id.qp_type != IBV_QPT_RC)
+		return -EOPNOTSUPP; /* SIDR (UD port space): later */
+	if (cid->state != SRN_CMS_ROUTE_RESOLVED &&
+	    cid->state != SRN_CMS_ADDR_RESOLVED)
+		return -EINVAL;
+	ret = srn_cm_param(cid, p,
+			   cid->id.ps == RDMA_PS_IB ? SRN_CM_PDATA_REQ_IB :
+						      SRN_CM_PDATA_REQ);
+	if (ret)
+		return ret;
+	if (!cid->conn.psn)
+		cid->conn.psn = srn_cm_random24();
+	/* kept until the connection is up: sent with the REQ */
+	cid->req_plen = p ? p->private_data_len : 0;
+	if (cid->req_plen)
+		memcpy(cid->req_pdata, p->private_data, cid->req_plen);
+	cid->conn.peer_known = false;
+	ret = srn_cm_dial(cid);
+	if (ret)
+		return ret;
+	srn_dbg("rdmacm: connect");
+	cid->dials = 1;
+	cid->state = SRN_CMS_CONNECTING;
+	return 0;
+}
+
+SRN_EXPORT int rdma_connect(struct rdma_cm_id *id,
+			    struct rdma_conn_param *conn_param)
+{
+	struct srn_cm_id *cid = container_of(id, struct srn_cm_id, id);
+	int ret;
+
+	if (!id)
+		return srn_cm_err(-EINVAL);
+	pthread_mutex_lock(&srn_cm.lock);
+	ret = srn_cm_connect_locked(cid, conn_param);
+	pthread_mutex_unlock(&srn_cm.lock);
+	if (ret)
+		return srn_cm_err(ret);
+	return srn_cm_complete(cid);
+}
+
+/* A failed dial: nobody listens (REJECTED, as an IB CM's invalid service
+ * id) or no way there (UNREACHABLE). */
+static void srn_cm_dial_failed(struct srn_cm_id *cid, int err)
+{
+	srn_cm_close_conn(cid);
+	cid->state = SRN_CMS_FAILED;
+	srn_dbg("rdmacm: dial failed: %s", strerror(-err));
+	if (err == -ECONNREFUSED)
+		srn_cm_queue(cid, cid, RDMA_CM_EVENT_REJECTED,
+			     SRN_CM_REJ_INVALID_SERVICE_ID, NULL);
+	else
+		srn_cm_queue(cid, cid, RDMA_CM_EVENT_UNREACHABLE, err, NULL);
+}
+
+/* The active side's connection is up (or failed): send the REQ. */
+static void srn_cm_on_connected(struct srn_cm_id *cid)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	struct srn_cm_msg m;
+	socklen_t sl = sizeof(int);
+	int err = 0;
+
+	cid->dialing = false;
+	getsockopt(cid->fd, SOL_SOCKET, SO_ERROR, &err, &sl);
+	if (err) {
+		srn_cm_dial_failed(cid, -err);
+		return;
+	}
+	ev.data.u64 = cid->serial << 2 | SRN_CM_EP_CONN;
+	epoll_ctl(srn_cm.epfd, EPOLL_CTL_MOD, cid->fd, &ev);
+	srn_cm_msg_init(&m, SRN_CM_REQ);
+	srn_cm_msg_fill(cid, &m, cid->req_pdata, cid->req_plen);
+	m.src_port = rdma_get_src_port(&cid->id);
+	m.dst_port = rdma_get_dst_port(&cid->id);
+	m.ps = htobe16(cid->id.ps);
+	m.qp_type = cid->id.qp_type;
+	if (srn_cm_send(cid, &m))
+		srn_cm_dial_failed(cid, -ECONNRESET);
+}
+
+/* Fills a child's addresses from its connection and the REQ. */
+static void srn_cm_child_addr(struct srn_cm_id *c, struct srn_cm_id *lid,
+			      int fd, const struct srn_cm_msg *m)
+{
+	struct rdma_addr *ra = &c->id.route.addr;
+	struct sockaddr_in6 *s6;
+	struct sockaddr_in s4 = { .sin_family = AF_INET };
+	socklen_t sl = sizeof(ra->src_addr);
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		struct sockaddr *sa = i ? &ra->dst_addr : &ra->src_addr;
+
+		sl = sizeof(struct sockaddr_storage);
+		if (i ? getpeername(fd, sa, &sl) : getsockname(fd, sa, &sl))
+			memset(sa, 0, sizeof(struct sockaddr_storage));
+		s6 = (struct sockaddr_in6 *)sa;
+		if (sa->sa_family == AF_INET6 &&
+		    IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr)) {
+			memcpy(&s4.sin_addr, s6->sin6_addr.s6_addr + 12, 4);
+			memset(sa, 0, sizeof(struct sockaddr_storage));
+			memcpy(sa, &s4, sizeof(s4));
+		}
+		if (sa->sa_family == AF_INET6)
+			s6->sin6_port = i ? m->src_port : htobe16(lid->port);
+		else
+			((struct sockaddr_in *)sa)->sin_port =
+				i ? m->src_port : htobe16(lid->port);
+	}
+}
+
+/*
+ * A REQ for listener lid arrived on fd (under srn_cm.lock): a child id and
+ * CONNECT_REQUEST on the listener's channel. 0, or -errno (the caller
+ * rejects and closes fd).
+ */
+static int srn_cm_on_req(struct srn_cm_id *lid, int fd,
+			 const struct srn_cm_msg *m)
+{
+	struct srn_cm_id *c;
+	int one = 1;
+
+	if (lid->pending >= lid->backlog || m->qp_type != lid->id.qp_type)
+		return -ECONNREFUSED;
+	c = srn_cm_id_new(lid->sync ? NULL : lid->chan, lid->id.context,
+			  lid->id.ps, lid->id.qp_type);
+	if (!c)
+		return -ENOMEM;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	c->fd = fd;
+	c->listener = lid;
+	c->state = SRN_CMS_REQ_RCVD;
+	c->conn.psn = srn_cm_random24();
+	c->ack_timeout = lid->ack_timeout;
+	c->tos = lid->tos;
+	srn_cm_id_set_verbs(c);
+	srn_cm_child_addr(c, lid, fd, m);
+	srn_cm_msg_take(c, m);
+	c->conn.retry_count = m->retry_count;
+	c->conn.rnr_retry_count = m->rnr_retry_count;
+	/* what rdma_accept(id, NULL) and rdma_init_qp_attr before it use */
+	c->conn.resp_res = srn_cm_clamp(m->initiator_depth,
+					srn_cm.dev_attr.max_qp_rd_atom);
+	c->conn.init_depth = srn_cm_clamp(m->responder_resources,
+					  srn_cm.dev_attr.max_qp_init_rd_atom);
+	if (srn_cm_epoll_add(fd, c->serial, SRN_CM_EP_CONN, EPOLLIN) ||
+	    srn_cm_queue(c, lid, RDMA_CM_EVENT_CONNECT_REQUEST, 0, m)) {
+		c->fd = -1;
+		epoll_ctl(srn_cm.epfd, EPOLL_CTL_DEL, fd, NULL);
+		srn_list_del(&c->link);
+		if (c->chan->private)
+			srn_cm_chan_free(c->chan);
+		srn_cm_zfree(c);
+		return -ENOMEM;
+	}
+	lid->pending++;
+	return 0;
+}
+
+static int srn_cm_accept_locked(struct srn_cm_id *cid,
+				const struct rdma_conn_param *p)
+{
+	struct srn_cm_msg m;
+	int ret;
+
+	if (cid->state != SRN_CMS_REQ_RCVD)
+		return -EINVAL;
+	ret = srn_cm_param(cid, p, SRN_CM_PDATA_REP);
+	if (ret)
+		return ret;
+	if (cid->id.qp) {
+		ret = srn_cm_qp_connect(cid);
+		if (ret)
+			return ret;
+	}
+	srn_cm_msg_init(&m, SRN_CM_REP);
+	srn_cm_msg_fill(cid, &m, p ? p->private_data : NULL,
+			p ? p->private_data_len : 0);
+	ret = srn_cm_send(cid, &m);
+	if (ret)
+		return ret;
+	cid->state = SRN_CMS_REP_SENT;
+	return 0;
+}
+
+SRN_EXPORT int rdma_accept(struct rdma_cm_id *id,
+			   struct rdma_conn_param *conn_param)
+{
+	struct srn_cm_id *cid = container_of(id, struct srn_cm_id, id);
+	int ret;
+
+	if (!id)
+		return srn_cm_err(-EINVAL);
+	pthread_mutex_lock(&srn_cm.lock);
+	ret = srn_cm_accept_locked(cid, conn_param);
+	pthread_mutex_unlock(&srn_cm.lock);
+	if (ret)
+		return srn_cm_err(ret);
+	return srn_cm_complete(cid);
+}
+
+SRN_EXPORT int rdma_reject(struct rdma_cm_id *id, const void *private_data,
+			   uint8_t private_data_len)
+{
+	struct srn_cm_id *cid = container_of(id, struct srn_cm_id, id);
+	struct srn_cm_msg m;
+	int ret = 0;
+
+	if (!id || private_data_len > SRN_CM_PDATA_REJ ||
+	    (private_data_len && !private_data))
+		return srn_cm_err(-EINVAL);
+	pthread_mutex_lock(&srn_cm.lock);
+	if (cid->state != SRN_CMS_REQ_RCVD) {
+		ret = -EINVAL;
+	} else {
+		srn_cm_msg_init(&m, SRN_CM_REJ);
+		m.reason = htobe16(SRN_CM_REJ_CONSUMER_DEFINED);
+		memcpy(m.pdata, private_data, private_data_len);
+		m.pdata_len = private_data_len;
+		srn_cm_send(cid, &m);
+		srn_cm_close_conn(cid);
+		cid->state = SRN_CMS_FAILED;
+	}
+	pthread_mutex_unlock(&srn_cm.lock);
+	return srn_cm_err(ret);
+}
+
+SRN_EXPORT int rdma_reject_ece(struct rdma_cm_id *id, const void *private_data,
+			       uint8_t private_data_len)
+{
+	return rdma_reject(id, private_data, private_data_len);
+}
+
+/* The RTU: the active side's last step (under srn_cm.lock). */
+static int srn_cm_send_rtu(struct srn_cm_id *cid)
+{
+	struct srn_cm_msg m;
+
+	srn_cm_msg_init(&m, SRN_CM_RTU);
+	cid->state = SRN_CMS_ESTABLISHED;
+	return srn_cm_send(cid, &m);
+}
+
+SRN_EXPORT int rdma_establish(struct rdma_cm_id *id)
+{
+	struct srn_cm_id *cid = container_of(id, struct srn_cm_id, id);
+	int ret = -EINVAL;
+
+	if (!id)
+		return srn_cm_err(-EINVAL);
+	pthread_mutex_lock(&srn_cm.lock);
+	if (cid->state == SRN_CMS_REP_RCVD && !id->qp)
+		ret = srn_cm_send_rtu(cid);
+	pthread_mutex_unlock(&srn_cm.lock);
+	return srn_cm_err(ret);
+}
+
+static void srn_cm_disc_event(struct srn_cm_id *cid)
+{
+	cid->state = SRN_CMS_DISCONNECTED;
+	if (cid->disc_reported)
+		return;
+	cid->disc_reported = true;
+	srn_cm_queue(cid, cid, RDMA_CM_EVENT_DISCONNECTED, 0, NULL);
+}
+
+static int srn_cm_disconnect_locked(struct srn_cm_id *cid, bool *wait_p)
+{
+	struct srn_cm_msg m;
+
+	*wait_p = false;
+	srn_cm_qp_error(cid);
+	switch (cid->state) {
+	case SRN_CMS_ESTABLISHED:
+	case SRN_CMS_REP_SENT:
+	case SRN_CMS_REP_RCVD:
+		srn_cm_msg_init(&m, SRN_CM_DREQ);
+		if (srn_cm_send(cid, &m)) {
+			srn_cm_close_conn(cid);
+			srn_cm_disc_event(cid);
+		} else {
+			cid->state = SRN_CMS_DISCONNECTING;
+		}
+		*wait_p = true;
+		return 0;
+	case SRN_CMS_DISCONNECTING:
+	case SRN_CMS_DISCONNECTED:
+		return 0;
+	default:
+		return -EINVAL;
+	}
+}
+
+SRN_EXPORT int rdma_disconnect(struct rdma_cm_id *id)
+{
+	struct srn_cm_id *cid = container_of(id, struct srn_cm_id, id);
+	bool wait;
+	int ret;
+
+	if (!id)
+		return srn_cm_err(-EINVAL);
+	pthread_mutex_lock(&srn_cm.lock);
+	ret = srn_cm_disconnect_locked(cid, &wait);
+	pthread_mutex_unlock(&srn_cm.lock);
+	if (ret)
+		return srn_cm_err(ret);
+	return wait ? srn_cm_complete(cid) : 0;
+}
+
+/* The active side's REP: QP to RTS, RTU, ESTABLISHED; or, without a QP,
+ * CONNECT_RESPONSE. */
+static void srn_cm_on_rep(struct srn_cm_id *cid, const struct srn_cm_msg *m)
+{
+	srn_cm_msg_take(cid, m);
+	cid->state = SRN_CMS_REP_RCVD;
+	if (!cid->id.qp) {
+		srn_cm_queue(cid, cid, RDMA_CM_EVENT_CONNECT_RESPONSE, 0, m);
+		return;
+	}
+	/* ESTABLISHED once the application thread that takes it has
+	 * connected the QP and sent the RTU (srn_cm_act) */
+	cid->rep_wait = true;
+	srn_cm_queue_act(cid, RDMA_CM_EVENT_ESTABLISHED, 0, m,
+			 SRN_CM_ACT_CONNECT);
+}
+
+/* The REP's work, in the application thread (under srn_cm.lock). */
+static void srn_cm_act_connect(struct srn_cm_id *cid, struct srn_cm_event *e)
+{
+	struct srn_cm_msg rej;
+	int ret = -ECONNRESET;
+
+	cid->rep_wait = false;
+	if (cid->state == SRN_CMS_REP_RCVD) {
+		ret = srn_cm_qp_connect(cid);
+		if (!ret)
+			ret = srn_cm_send_rtu(cid);
+		if (!ret)
+			return;
+		srn_cm_msg_init(&rej, SRN_CM_REJ);
+		rej.reason = htobe16(SRN_CM_REJ_CONSUMER_DEFINED);
+		srn_cm_send(cid, &rej);
+		srn_cm_close_conn(cid);
+		cid->state = SRN_CMS_FAILED;
+	}
+	srn_cm_qp_error(cid);
+	e->ev.event = RDMA_CM_EVENT_CONNECT_ERROR;
+	e->ev.status = ret;
+}
+
+static void srn_cm_act(struct srn_cm_event *e)
+{
+	struct srn_cm_id *cid = container_of(e->ev.id, struct srn_cm_id, id);
+
+	if (e->act == SRN_CM_ACT_CONNECT)
+		srn_cm_act_connect(cid, e);
+	else if (e->act == SRN_CM_ACT_QP_ERR)
+		srn_cm_qp_error(cid);
+	e->act = SRN_CM_ACT_NONE;
+}
+
+static void srn_cm_on_rej(struct srn_cm_id *cid, const struct srn_cm_msg *m)
+{
+	srn_cm_close_conn(cid);
+	if (cid->state == SRN_CMS_REQ_RCVD && cid->listener) {
+		/* rejected before the application saw it: drop quietly */
+		cid->state = SRN_CMS_FAILED;
+		return;
+	}
+	cid->state = SRN_CMS_FAILED;
+	srn_cm_queue_act(cid, RDMA_CM_EVENT_REJECTED, be16toh(m->reason), m,
+			 SRN_CM_ACT_QP_ERR);
+}
+
+/* A message on an established-or-becoming connection (under the lock). */
+static void srn_cm_on_msg(struct srn_cm_id *cid, const struct srn_cm_msg *m)
+{
+	struct srn_cm_msg r;
+	enum srn_cm_state s = cid->state;
+
+	if (m->type == SRN_CM_REP && s == SRN_CMS_CONNECTING) {
+		srn_cm_on_rep(cid, m);
+	} else if (m->type == SRN_CM_REJ &&
+		   (s == SRN_CMS_CONNECTING || s == SRN_CMS_REP_SENT ||
+		    s == SRN_CMS_REQ_RCVD || s == SRN_CMS_REP_RCVD)) {
+		srn_cm_on_rej(cid, m);
+	} else if (m->type == SRN_CM_RTU && s == SRN_CMS_REP_SENT) {
+		cid->state = SRN_CMS_ESTABLISHED;
+		srn_cm_queue(cid, cid, RDMA_CM_EVENT_ESTABLISHED, 0, m);
+	} else if (m->type == SRN_CM_DREQ &&
+		   (s == SRN_CMS_ESTABLISHED || s == SRN_CMS_REP_SENT ||
+		    s == SRN_CMS_REP_RCVD || s == SRN_CMS_DISCONNECTING)) {
+		srn_cm_msg_init(&r, SRN_CM_DREP);
+		srn_cm_send(cid, &r);
+		srn_cm_disc_event(cid);
+	} else if (m->type == SRN_CM_DREP && s == SRN_CMS_DISCONNECTING) {
+		srn_cm_close_conn(cid);
+		srn_cm_disc_event(cid);
+	} else if (m->type != SRN_CM_DREQ && m->type != SRN_CM_DREP) {
+		srn_dbg("rdmacm: message %u in state %s: connection dropped",
+			m->type, srn_cm_state_names[s]);
+		srn_cm_on_lost(cid, -EPROTO);
+	}
+}
+
+/* The CM connection closed or broke (under srn_cm.lock). */
+static void srn_cm_on_lost(struct srn_cm_id *cid, int err)
+{
+	enum srn_cm_state s = cid->state;
+
+	srn_cm_close_conn(cid);
+	switch (s) {
+	case SRN_CMS_CONNECTING:
+		/* dropped before any answer: a listener of the CM port that
+		 * was closing, or that could not hand the REQ on; dial again */
+		if (err != -EPROTO && cid->dials++ < SRN_CM_DIAL_TRIES &&
+		    !srn_cm_dial(cid))
+			break;
+		cid->state = SRN_CMS_FAILED;
+		srn_cm_queue_act(cid, RDMA_CM_EVENT_UNREACHABLE, err, NULL,
+				 SRN_CM_ACT_QP_ERR);
+		break;
+	case SRN_CMS_REP_SENT:
+		cid->state = SRN_CMS_FAILED;
+		srn_cm_queue_act(cid, RDMA_CM_EVENT_CONNECT_ERROR, err, NULL,
+				 SRN_CM_ACT_QP_ERR);
+		break;
+	case SRN_CMS_REQ_RCVD:
+		cid->state = SRN_CMS_FAILED;
+		break;
+	case SRN_CMS_REP_RCVD:
+		if (cid->rep_wait) { /* its ESTABLISHED becomes CONNECT_ERROR */
+			cid->state = SRN_CMS_FAILED;
+			break;
+		}
+		srn_cm_disc_event(cid);
+		break;
+	case SRN_CMS_ESTABLISHED:
+	case SRN_CMS_DISCONNECTING:
+		srn_cm_disc_event(cid);
+		break;
+	default:
+		break;
+	}
+}
+
+static const struct srn_cm_up_ops srn_cm_conn_up = {
+	.on_msg = srn_cm_on_msg,
+	.on_lost = srn_cm_on_lost,
+	.on_connected = srn_cm_on_connected,
+	.on_req = srn_cm_on_req,
+};
+
+__attribute__((constructor)) static void srn_cm_conn_init(void)
+{
+	srn_cm_set_act_fn(srn_cm_act);
+	srn_cm_svc_set_up(&srn_cm_conn_up);
+}

@@ -1,0 +1,531 @@
+// SPDX-License-Identifier: MIT
+/*
+ * softrnic's librdmacm: the bottom of the layer: the process's CM state,
+ * the device, ids as objects, event channels and events.
+ *
+ * softrnic0 is the only device: its context is opened once per process,
+ * on the first call that needs it, and stays open (as rdma-core's
+ * librdmacm keeps every device open).
+ *
+ * A channel's fd is an eventfd in semaphore mode: every queued event adds
+ * one, every rdma_get_cm_event takes one (a blocking read, or EAGAIN when
+ * the application made the fd O_NONBLOCK), so poll() on it says whether
+ * events wait. Events of an id destroyed before they were fetched are
+ * dropped from the queue; their count stays in the eventfd and
+ * rdma_get_cm_event skips it.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/random.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "rdmacm/cm.h"
+
+static const char *const srn_cm_event_names[] = {
+	[RDMA_CM_EVENT_ADDR_RESOLVED] = "RDMA_CM_EVENT_ADDR_RESOLVED",
+	[RDMA_CM_EVENT_ADDR_ERROR] = "RDMA_CM_EVENT_ADDR_ERROR",
+	[RDMA_CM_EVENT_ROUTE_RESOLVED] = "RDMA_CM_EVENT_ROUTE_RESOLVED",
+	[RDMA_CM_EVENT_ROUTE_ERROR] = "RDMA_CM_EVENT_ROUTE_ERROR",
+	[RDMA_CM_EVENT_CONNECT_REQUEST] = "RDMA_CM_EVENT_CONNECT_REQUEST",
+	[RDMA_CM_EVENT_CONNECT_RESPONSE] = "RDMA_CM_EVENT_CONNECT_RESPONSE",
+	[RDMA_CM_EVENT_CONNECT_ERROR] = "RDMA_CM_EVENT_CONNECT_ERROR",
+	[RDMA_CM_EVENT_UNREACHABLE] = "RDMA_CM_EVENT_UNREACHABLE",
+	[RDMA_CM_EVENT_REJECTED] = "RDMA_CM_EVENT_REJECTED",
+	[RDMA_CM_EVENT_ESTABLISHED] = "RDMA_CM_EVENT_ESTABLISHED",
+	[RDMA_CM_EVENT_DISCONNECTED] = "RDMA_CM_EVENT_DISCONNECTED",
+	[RDMA_CM_EVENT_DEVICE_REMOVAL] = "RDMA_CM_EVENT_DEVICE_REMOVAL",
+	[RDMA_CM_EVENT_MULTICAST_JOIN] = "RDMA_CM_EVENT_MULTICAST_JOIN",
+	[RDMA_CM_EVENT_MULTICAST_ERROR] = "RDMA_CM_EVENT_MULTICAST_ERROR",
+	[RDMA_CM_EVENT_ADDR_CHANGE] = "RDMA_CM_EVENT_ADDR_CHANGE",
+	[RDMA_CM_EVENT_TIMEWAIT_EXIT] = "RDMA_CM_EVENT_TIMEWAIT_EXIT",
+};
+
+const char *const srn_cm_state_names[SRN_CMS_NR] = {
+	[SRN_CMS_IDLE] = "IDLE",
+	[SRN_CMS_BOUND] = "BOUND",
+	[SRN_CMS_ADDR_RESOLVED] = "ADDR_RESOLVED",
+	[SRN_CMS_ROUTE_RESOLVED] = "ROUTE_RESOLVED",
+	[SRN_CMS_LISTEN] = "LISTEN",
+	[SRN_CMS_CONNECTING] = "CONNECTING",
+	[SRN_CMS_REQ_RCVD] = "REQ_RCVD",
+	[SRN_CMS_REP_SENT] = "REP_SENT",
+	[SRN_CMS_REP_RCVD] = "REP_RCVD",
+	[SRN_CMS_ESTABLISHED] = "ESTABLISHED",
+	[SRN_CMS_DISCONNECTING] = "DISCONNECTING",
+	[SRN_CMS_DISCONNECTED] = "DISCONNECTED",
+	[SRN_CMS_FAILED] = "FAILED",
+};
+
+struct srn_cm_global srn_cm = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.ids = SRN_LIST_INIT(srn_cm.ids),
+	.pending = SRN_LIST_INIT(srn_cm.pending),
+	.next_serial = 1,
+	.epfd = -1,
+	.lfd = -1,
+};
+
+/* -errno -> -1 with errno set, as the rdma_* calls return. */
+int srn_cm_err(int neg_errno)
+{
+	if (!neg_errno)
+		return 0;
+	errno = -neg_errno;
+	return -1;
+}
+
+uint32_t srn_cm_random24(void)
+{
+	uint32_t v = 0;
+
+	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != sizeof(v))
+		v = (uint32_t)srn_now_ns() * 2654435761u;
+	return v & 0xffffff;
+}
+
+static int srn_cm_device_open(void)
+{
+	struct ibv_device **list;
+	struct ibv_port_attr pa;
+	int n = 0;
+
+	list = ibv_get_device_list(&n);
+	if (!list || n < 1) {
+		if (list)
+			ibv_free_device_list(list);
+		return -ENODEV;
+	}
+	srn_cm.ctx = ibv_open_device(list[0]);
+	ibv_free_device_list(list);
+	if (!srn_cm.ctx)
+		return -ENODEV;
+	if (ibv_query_device(srn_cm.ctx, &srn_cm.dev_attr) ||
+	    ibv_query_gid(srn_cm.ctx, 1, 0, &srn_cm.gid) ||
+	    ibv_query_port(srn_cm.ctx, 1, &pa)) {
+		ibv_close_device(srn_cm.ctx);
+		srn_cm.ctx = NULL;
+		return -ENODEV;
+	}
+	srn_cm.mtu = pa.active_mtu;
+	/* the device's PD: ids that name the device get it (id->pd), as in
+	 * rdma-core, and QPs made without one use it */
+	srn_cm.pd = ibv_alloc_pd(srn_cm.ctx);
+	return 0;
+}
+
+/* Opens softrnic0 once: 0 or -ENODEV. */
+int srn_cm_device(void)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&srn_cm.lock);
+	if (!srn_cm.ctx)
+		ret = srn_cm_device_open();
+	pthread_mutex_unlock(&srn_cm.lock);
+	return ret;
+}
+
+SRN_EXPORT struct ibv_context **rdma_get_devices(int *num_devices)
+{
+	struct ibv_context **list;
+
+	if (num_devices)
+		*num_devices = 0;
+	if (srn_cm_device())
+		return calloc(1, sizeof(*list));
+	list = calloc(2, sizeof(*list));
+	if (!list)
+		return NULL;
+	list[0] = srn_cm.ctx;
+	if (num_devices)
+		*num_devices = 1;
+	return list;
+}
+
+SRN_EXPORT void rdma_free_devices(struct ibv_context **list)
+{
+	free(list);
+}
+
+/*
+ * The layer's objects (ids, channels, events, accepted connections) live
+ * in pages of their own, never in the application's heap: softrnic
+ * remaps the pages of registered private memory onto a memfd, and a write
+ * by another thread to such a page during the remap is lost
+ * (core/memreg.c). The CM thread writes these objects while application
+ * threads register memory; so no page holds both.
+ */
+void *srn_cm_zalloc(size_t size)
+{
+	size_t len = SRN_ALIGN_UP(size + SRN_CACHELINE, 4096ul);
+	char *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		return NULL;
+	*(size_t *)p = len;
+	return p + SRN_CACHELINE;
+}
+
+void srn_cm_zfree(void *ptr)
+{
+	char *p = ptr;
+
+	if (p)
+		munmap(p - SRN_CACHELINE, *(size_t *)(p - SRN_CACHELINE));
+}
+
+struct srn_cm_id *srn_cm_id_new(struct srn_cm_chan *c, void *context,
+				enum rdma_port_space ps,
+				enum ibv_qp_type qp_type)
+{
+	struct srn_cm_id *cid = srn_cm_zalloc(sizeof(*cid));
+
+	if (!cid)
+		return NULL;
+	if (!c) {
+		c = srn_cm_chan_new(true);
+		if (!c) {
+			srn_cm_zfree(cid);
+			return NULL;
+		}
+		cid->sync = true;
+	}
+	cid->chan = c;
+	cid->id.channel = &c->ch;
+	cid->id.context = context;
+	cid->id.ps = ps;
+	cid->id.qp_type = qp_type;
+	cid->fd = -1;
+	cid->unix_fd = -1;
+	cid->ack_timeout = SRN_CM_DEF_TIMEOUT;
+	pthread_cond_init(&cid->cond, NULL);
+	cid->serial = srn_cm.next_serial++;
+	srn_list_add_tail(&cid->link, &srn_cm.ids);
+	return cid;
+}
+
+struct srn_cm_id *srn_cm_id_find(uint64_t serial)
+{
+	struct srn_list *pos;
+	struct srn_cm_id *cid;
+
+	srn_list_for_each(pos, &srn_cm.ids) {
+		cid = srn_list_entry(pos, struct srn_cm_id, link);
+		if (cid->serial == serial)
+			return cid;
+	}
+	return NULL;
+}
+
+/* The id now names softrnic0's port 1 (an address of this host). */
+void srn_cm_id_set_verbs(struct srn_cm_id *cid)
+{
+	struct rdma_ib_addr *ib = &cid->id.route.addr.addr.ibaddr;
+
+	cid->id.verbs = srn_cm.ctx;
+	if (!cid->id.pd)
+		cid->id.pd = srn_cm.pd;
+	cid->id.port_num = 1;
+	memcpy(&ib->sgid, &srn_cm.gid, sizeof(ib->sgid));
+	ib->pkey = htobe16(0xffff);
+}
+
+struct srn_cm_id *srn_cm_listener_find(unsigned int ps, uint16_t port)
+{
+	struct srn_list *pos;
+	struct srn_cm_id *cid;
+
+	srn_list_for_each(pos, &srn_cm.ids) {
+		cid = srn_list_entry(pos, struct srn_cm_id, link);
+		if (cid->state == SRN_CMS_LISTEN && cid->port == port &&
+		    (unsigned int)cid->id.ps == ps)
+			return cid;
+	}
+	return NULL;
+}
+
+SRN_EXPORT const char *rdma_event_str(enum rdma_cm_event_type event)
+{
+	if ((unsigned int)event >= SRN_ARRAY_SIZE(srn_cm_event_names) ||
+	    !srn_cm_event_names[event])
+		return "UNKNOWN EVENT";
+	return srn_cm_event_names[event];
+}
+
+struct srn_cm_chan *srn_cm_chan_new(bool private)
+{
+	struct srn_cm_chan *c = srn_cm_zalloc(sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->ch.fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
+	if (c->ch.fd < 0) {
+		srn_cm_zfree(c);
+		return NULL;
+	}
+	srn_list_init(&c->events);
+	c->private = private;
+	return c;
+}
+
+void srn_cm_chan_free(struct srn_cm_chan *c)
+{
+	struct srn_list *pos, *tmp;
+
+	srn_list_for_each_safe(pos, tmp, &c->events) {
+		srn_list_del(pos);
+		srn_cm_zfree(srn_list_entry(pos, struct srn_cm_event, link));
+	}
+	close(c->ch.fd);
+	srn_cm_zfree(c);
+}
+
+SRN_EXPORT struct rdma_event_channel *rdma_create_event_channel(void)
+{
+	struct srn_cm_chan *c;
+	int ret = srn_cm_device();
+
+	if (ret) {
+		errno = -ret;
+		return NULL;
+	}
+	c = srn_cm_chan_new(false);
+	return c ? &c->ch : NULL;
+}
+
+SRN_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel *channel)
+{
+	struct srn_cm_chan *c = container_of(channel, struct srn_cm_chan, ch);
+
+	pthread_mutex_lock(&srn_cm.lock);
+	srn_cm_chan_free(c);
+	pthread_mutex_unlock(&srn_cm.lock);
+}
+
+/*
+ * fork(): the child has no CM thread, and the parent's sockets, epoll set
+ * and device context are the parent's. It forgets them (closing its
+ * copies, so the parent's peers see the parent's hang-ups alone); the
+ * parent's ids stay allocated but dead; the next call opens the device
+ * and starts a CM thread anew.
+ */
+static void srn_cm_atfork_child(void)
+{
+	struct srn_list *pos;
+	struct srn_cm_id *cid;
+
+	pthread_mutex_init(&srn_cm.lock, NULL);
+	srn_list_for_each(pos, &srn_cm.ids) {
+		cid = srn_list_entry(pos, struct srn_cm_id, link);
+		if (cid->fd >= 0)
+			close(cid->fd);
+		if (cid->unix_fd >= 0)
+			close(cid->unix_fd);
+		cid->fd = cid->unix_fd = -1;
+		cid->state = SRN_CMS_FAILED;
+		pthread_cond_init(&cid->cond, NULL);
+	}
+	while (!srn_list_empty(&srn_cm.pending))
+		srn_list_del(srn_cm.pending.next); /* pages left as they are */
+	srn_cm.npending = 0;
+	if (srn_cm.epfd >= 0)
+		close(srn_cm.epfd);
+	if (srn_cm.lfd >= 0)
+		close(srn_cm.lfd);
+	srn_cm.epfd = srn_cm.lfd = -1;
+	srn_cm.listeners = 0;
+	srn_cm.thread_up = false;
+	srn_cm.ctx = NULL; /* the parent's; softrnic refuses its posts here */
+	srn_cm.pd = NULL;
+}
+
+__attribute__((constructor)) static void srn_cm_core_init(void)
+{
+	pthread_atfork(NULL, NULL, srn_cm_atfork_child);
+}
+
+const char *const srn_cm_act_names[SRN_CM_ACT_NR] = {
+	[SRN_CM_ACT_NONE] = "NONE",
+	[SRN_CM_ACT_CONNECT] = "CONNECT",
+	[SRN_CM_ACT_QP_ERR] = "QP_ERR",
+};
+
+/* cm_conn.c's, which does an event's work (set once, at load) */
+static void (*srn_cm_act_fn)(struct srn_cm_event *e);
+
+void srn_cm_set_act_fn(void (*fn)(struct srn_cm_event *e))
+{
+	srn_cm_act_fn = fn;
+}
+
+/*
+ * Queues an event for cid on its channel (under srn_cm.lock). owner counts
+ * it (the listener for CONNECT_REQUEST). m, if any, gives the peer's
+ * private data and connection values.
+ */
+int srn_cm_queue(struct srn_cm_id *cid, struct srn_cm_id *owner,
+		 enum rdma_cm_event_type type, int status,
+		 const struct srn_cm_msg *m)
+{
+	struct srn_cm_event *e = srn_cm_zalloc(sizeof(*e));
+	struct rdma_conn_param *p;
+	uint64_t one = 1;
+
+	if (!e)
+		return -ENOMEM;
+	e->owner = owner;
+	e->ev.id = &cid->id;
+	e->ev.listen_id = cid != owner ? &owner->id : NULL;
+	e->ev.event = type;
+	e->ev.status = status;
+	p = &e->ev.param.conn;
+	if (m) {
+		memcpy(e->pdata, m->pdata, m->pdata_len);
+		p->private_data = m->pdata_len ? e->pdata : NULL;
+		p->private_data_len = m->pdata_len;
+		/* the peer's values, seen from this side */
+		p->responder_resources = m->initiator_depth;
+		p->initiator_depth = m->responder_resources;
+		p->flow_control = m->flow_control;
+		p->retry_count = m->retry_count;
+		p->rnr_retry_count = m->rnr_retry_count;
+		p->srq = m->srq;
+		p->qp_num = be32toh(m->qpn);
+	}
+	srn_list_add_tail(&e->link, &owner->chan->events);
+	if (write(owner->chan->ch.fd, &one, sizeof(one)) != sizeof(one))
+		srn_warn("rdmacm: cannot signal the event channel");
+	return 0;
+}
+
+/* An event of cid's own that brings work to the application thread. */
+int srn_cm_queue_act(struct srn_cm_id *cid, enum rdma_cm_event_type type,
+		     int status, const struct srn_cm_msg *m,
+		     enum srn_cm_act act)
+{
+	struct srn_cm_event *e;
+	int ret = srn_cm_queue(cid, cid, type, status, m);
+
+	if (ret)
+		return ret;
+	e = srn_list_entry(cid->chan->events.prev, struct srn_cm_event, link);
+	e->act = act;
+	return 0;
+}
+
+/* Drops the queued events of cid (under srn_cm.lock). */
+void srn_cm_purge(struct srn_cm_id *cid)
+{
+	struct srn_list *pos, *tmp;
+	struct srn_cm_event *e;
+
+	if (!cid->chan)
+		return;
+	srn_list_for_each_safe(pos, tmp, &cid->chan->events) {
+		e = srn_list_entry(pos, struct srn_cm_event, link);
+		if (e->owner != cid && e->ev.id != &cid->id)
+			continue;
+		srn_list_del(pos);
+		srn_cm_zfree(e);
+	}
+}
+
+/* Takes the next event off c, or -EAGAIN when none is queued. */
+static int srn_cm_take(struct srn_cm_chan *c, struct rdma_cm_event **ev_p)
+{
+	struct srn_cm_event *e;
+	struct srn_cm_id *child;
+
+	pthread_mutex_lock(&srn_cm.lock);
+	if (srn_list_empty(&c->events)) {
+		pthread_mutex_unlock(&srn_cm.lock);
+		return -EAGAIN;
+	}
+	e = srn_list_entry(c->events.next, struct srn_cm_event, link);
+	srn_list_del(&e->link);
+	e->owner->reported++;
+	if (e->ev.event == RDMA_CM_EVENT_CONNECT_REQUEST) {
+		/* the child is the application's from now on */
+		child = container_of(e->ev.id, struct srn_cm_id, id);
+		if (child->listener)
+			child->listener->pending--;
+		child->listener = NULL;
+	}
+	if (e->act != SRN_CM_ACT_NONE && srn_cm_act_fn)
+		srn_cm_act_fn(e); /* in the application's thread */
+	pthread_mutex_unlock(&srn_cm.lock);
+	*ev_p = &e->ev;
+	return 0;
+}
+
+SRN_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel,
+				 struct rdma_cm_event **event)
+{
+	struct srn_cm_chan *c = container_of(channel, struct srn_cm_chan, ch);
+	uint64_t v;
+	ssize_t n;
+
+	if (!channel || !event) {
+		errno = EINVAL;
+		return -1;
+	}
+	for (;;) {
+		n = read(channel->fd, &v, sizeof(v));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -1; /* EAGAIN on a non-blocking channel */
+		if (!srn_cm_take(c, event))
+			return 0;
+		/* the count of a dropped event: wait for the next */
+	}
+}
+
+SRN_EXPORT int rdma_ack_cm_event(struct rdma_cm_event *event)
+{
+	struct srn_cm_event *e;
+
+	if (!event) {
+		errno = EINVAL;
+		return -1;
+	}
+	e = container_of(event, struct srn_cm_event, ev);
+	pthread_mutex_lock(&srn_cm.lock);
+	e->owner->acked++;
+	pthread_cond_broadcast(&e->owner->cond);
+	pthread_mutex_unlock(&srn_cm.lock);
+	srn_cm_zfree(e);
+	return 0;
+}
+
+/*
+ * A synchronous id's wait for the outcome of its call: the next event on
+ * its own channel, kept in id->event until the next call (as rdma-core).
+ * 0, or -1 with errno (ECONNREFUSED when rejected).
+ */
+int srn_cm_complete(struct srn_cm_id *cid)
+{
+	struct rdma_cm_event *ev;
+
+	if (!cid->sync)
+		return 0;
+	if (cid->id.event) {
+		rdma_ack_cm_event(cid->id.event);
+		cid->id.event = NULL;
+	}
+	if (rdma_get_cm_event(cid->id.channel, &ev))
+		return -1;
+	cid->id.event = ev;
+	if (!ev->status)
+		return 0;
+	if (ev->event == RDMA_CM_EVENT_REJECTED)
+		errno = ECONNREFUSED;
+	else
+		errno = ev->status < 0 ? -ev->status : ev->status;
+	return -1;
+}

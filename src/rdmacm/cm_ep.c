@@ -1,0 +1,332 @@
+// SPDX-License-Identifier: MIT
+/*
+ * softrnic's librdmacm: rdma_getaddrinfo, the synchronous "ep" calls,
+ * options, migration, and the calls this phase answers with a clean error
+ * (multicast, which needs UD QPs; ECE is accepted and ignored).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <netdb.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rdmacm/cm.h"
+
+SRN_EXPORT void rdma_freeaddrinfo(struct rdma_addrinfo *res)
+{
+	struct rdma_addrinfo *next;
+
+	for (; res; res = next) {
+		next = res->ai_next;
+		free(res->ai_src_addr);
+		free(res->ai_dst_addr);
+		free(res->ai_src_canonname);
+		free(res->ai_dst_canonname);
+		free(res->ai_route);
+		free(res->ai_connect);
+		free(res);
+	}
+}
+
+static int srn_cm_ai_copy(struct rdma_addrinfo *rai, const struct addrinfo *ai,
+			  const struct rdma_addrinfo *hints)
+{
+	struct sockaddr **dst = (rai->ai_flags & RAI_PASSIVE) ?
+					&rai->ai_src_addr :
+					&rai->ai_dst_addr;
+	socklen_t *len = (rai->ai_flags & RAI_PASSIVE) ? &rai->ai_src_len :
+							 &rai->ai_dst_len;
+
+	*dst = malloc(ai->ai_addrlen);
+	if (!*dst)
+		return -ENOMEM;
+	memcpy(*dst, ai->ai_addr, ai->ai_addrlen);
+	*len = ai->ai_addrlen;
+	if (!(rai->ai_flags & RAI_PASSIVE) && hints && hints->ai_src_addr &&
+	    hints->ai_src_len) {
+		rai->ai_src_addr = malloc(hints->ai_src_len);
+		if (!rai->ai_src_addr)
+			return -ENOMEM;
+		memcpy(rai->ai_src_addr, hints->ai_src_addr, hints->ai_src_len);
+		rai->ai_src_len = hints->ai_src_len;
+	}
+	if (hints && hints->ai_connect_len && hints->ai_connect) {
+		rai->ai_connect = malloc(hints->ai_connect_len);
+		if (!rai->ai_connect)
+			return -ENOMEM;
+		memcpy(rai->ai_connect, hints->ai_connect,
+		       hints->ai_connect_len);
+		rai->ai_connect_len = hints->ai_connect_len;
+	}
+	return 0;
+}
+
+static void srn_cm_ai_types(struct rdma_addrinfo *rai,
+			    const struct rdma_addrinfo *hints)
+{
+	rai->ai_port_space = RDMA_PS_TCP;
+	rai->ai_qp_type = IBV_QPT_RC;
+	if (!hints)
+		return;
+	if (hints->ai_port_space)
+		rai->ai_port_space = hints->ai_port_space;
+	if (hints->ai_qp_type)
+		rai->ai_qp_type = hints->ai_qp_type;
+	if (!hints->ai_qp_type && hints->ai_port_space == RDMA_PS_UDP)
+		rai->ai_qp_type = IBV_QPT_UD;
+	if (!hints->ai_port_space && hints->ai_qp_type == IBV_QPT_UD)
+		rai->ai_port_space = RDMA_PS_UDP;
+}
+
+/* Returns 0, a getaddrinfo code (EAI_*), or -1 with errno, as rdma-core. */
+SRN_EXPORT int rdma_getaddrinfo(const char *node, const char *service,
+				const struct rdma_addrinfo *hints,
+				struct rdma_addrinfo **res)
+{
+	struct addrinfo h = { .ai_socktype = SOCK_STREAM }, *ai;
+	struct rdma_addrinfo *rai;
+	int ret;
+
+	if (!res || (!node && !service))
+		return srn_cm_err(-EINVAL);
+	if (hints) {
+		if (hints->ai_family == AF_IB)
+			return EAI_FAMILY;
+		h.ai_family = hints->ai_family;
+		if (hints->ai_flags & RAI_PASSIVE)
+			h.ai_flags |= AI_PASSIVE;
+		if (hints->ai_flags & RAI_NUMERICHOST)
+			h.ai_flags |= AI_NUMERICHOST;
+	}
+	ret = getaddrinfo(node, service, &h, &ai);
+	if (ret)
+		return ret;
+	rai = calloc(1, sizeof(*rai));
+	if (!rai) {
+		freeaddrinfo(ai);
+		return srn_cm_err(-ENOMEM);
+	}
+	rai->ai_flags = hints ? hints->ai_flags : 0;
+	rai->ai_family = ai->ai_family;
+	srn_cm_ai_types(rai, hints);
+	ret = srn_cm_ai_copy(rai, ai, hints);
+	freeaddrinfo(ai);
+	if (ret) {
+		rdma_freeaddrinfo(rai);
+		return srn_cm_err(ret);
+	}
+	*res = rai;
+	return 0;
+}
+
+static int srn_cm_ep_passive(struct srn_cm_id *cid, struct rdma_addrinfo *res,
+			     struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
+{
+	if (rdma_bind_addr(&cid->id, res->ai_src_addr))
+		return -1;
+	if (attr) {
+		cid->ep_attr = malloc(sizeof(*attr));
+		if (!cid->ep_attr)
+			return srn_cm_err(-ENOMEM);
+		*cid->ep_attr = *attr;
+		cid->ep_pd = pd;
+	}
+	return 0;
+}
+
+SRN_EXPORT int rdma_create_ep(struct rdma_cm_id **id, struct rdma_addrinfo *res,
+			      struct ibv_pd *pd,
+			      struct ibv_qp_init_attr *qp_init_attr)
+{
+	struct rdma_cm_id *cm_id;
+	struct srn_cm_id *cid;
+	int ret;
+
+	if (!id || !res)
+		return srn_cm_err(-EINVAL);
+	if (rdma_create_id(NULL, &cm_id, NULL, res->ai_port_space))
+		return -1;
+	cid = container_of(cm_id, struct srn_cm_id, id);
+	if (res->ai_qp_type)
+		cm_id->qp_type = res->ai_qp_type;
+	if (qp_init_attr)
+		qp_init_attr->qp_type = cm_id->qp_type;
+	if (res->ai_flags & RAI_PASSIVE) {
+		ret = srn_cm_ep_passive(cid, res, pd, qp_init_attr);
+		if (ret)
+			goto fail;
+		*id = cm_id;
+		return 0;
+	}
+	ret = rdma_resolve_addr(cm_id, res->ai_src_addr, res->ai_dst_addr,
+				2000);
+	if (!ret)
+		ret = rdma_resolve_route(cm_id, 2000);
+	if (!ret && qp_init_attr)
+		ret = rdma_create_qp(cm_id, pd, qp_init_attr);
+	if (ret)
+		goto fail;
+	*id = cm_id;
+	return 0;
+fail:
+	ret = errno;
+	rdma_destroy_id(cm_id);
+	errno = ret;
+	return -1;
+}
+
+SRN_EXPORT void rdma_destroy_ep(struct rdma_cm_id *id)
+{
+	if (!id)
+		return;
+	if (id->qp)
+		rdma_destroy_qp(id);
+	if (id->srq)
+		rdma_destroy_srq(id);
+	rdma_destroy_id(id);
+}
+
+SRN_EXPORT int rdma_get_request(struct rdma_cm_id *listen,
+				struct rdma_cm_id **id)
+{
+	struct srn_cm_id *lid = container_of(listen, struct srn_cm_id, id);
+	struct rdma_cm_event *ev;
+	struct ibv_qp_init_attr a;
+	int err;
+
+	if (!listen || !id || !lid->sync)
+		return srn_cm_err(-EINVAL);
+	if (srn_cm_complete(lid))
+		return -1;
+	ev = listen->event;
+	listen->event = NULL;
+	if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST) {
+		rdma_ack_cm_event(ev);
+		return srn_cm_err(-EINVAL);
+	}
+	if (lid->ep_attr) {
+		a = *lid->ep_attr;
+		if (rdma_create_qp(ev->id, lid->ep_pd, &a)) {
+			err = errno;
+			rdma_reject(ev->id, NULL, 0);
+			rdma_ack_cm_event(ev);
+			errno = err;
+			return -1;
+		}
+	}
+	*id = ev->id;
+	(*id)->event = ev;
+	return 0;
+}
+
+SRN_EXPORT int rdma_set_option(struct rdma_cm_id *id, int level, int optname,
+			       void *optval, size_t optlen)
+{
+	struct srn_cm_id *cid = container_of(id, struct srn_cm_id, id);
+
+	if (!id || !optval)
+		return srn_cm_err(-EINVAL);
+	if (level != RDMA_OPTION_ID)
+		return srn_cm_err(level == RDMA_OPTION_IB ? -EOPNOTSUPP :
+							    -ENOSYS);
+	switch (optname) {
+	case RDMA_OPTION_ID_TOS:
+		if (optlen != sizeof(uint8_t))
+			return srn_cm_err(-EINVAL);
+		cid->tos = *(uint8_t *)optval;
+		return 0;
+	case RDMA_OPTION_ID_ACK_TIMEOUT:
+		if (optlen != sizeof(uint8_t) || *(uint8_t *)optval > 31)
+			return srn_cm_err(-EINVAL);
+		cid->ack_timeout = *(uint8_t *)optval;
+		return 0;
+	case RDMA_OPTION_ID_REUSEADDR:
+	case RDMA_OPTION_ID_AFONLY:
+		return optlen == sizeof(int) ? 0 : srn_cm_err(-EINVAL);
+	default:
+		return srn_cm_err(-ENOSYS);
+	}
+}
+
+/* Moves cid's queued events to channel c (under srn_cm.lock). */
+static void srn_cm_move_events(struct srn_cm_id *cid, struct srn_cm_chan *c)
+{
+	struct srn_list *pos, *tmp;
+	struct srn_cm_event *e;
+	uint64_t one = 1;
+
+	srn_list_for_each_safe(pos, tmp, &cid->chan->events) {
+		e = srn_list_entry(pos, struct srn_cm_event, link);
+		if (e->owner != cid)
+			continue;
+		srn_list_del(pos);
+		srn_list_add_tail(pos, &c->events);
+		if (write(c->ch.fd, &one, sizeof(one)) != sizeof(one))
+			srn_warn("rdmacm: cannot signal the event channel");
+	}
+}
+
+SRN_EXPORT int rdma_migrate_id(struct rdma_cm_id *id,
+			       struct rdma_event_channel *channel)
+{
+	struct srn_cm_id *cid = container_of(id, struct srn_cm_id, id);
+	struct srn_cm_chan *c, *old;
+
+	if (!id)
+		return srn_cm_err(-EINVAL);
+	c = channel ? container_of(channel, struct srn_cm_chan, ch) :
+		      srn_cm_chan_new(true);
+	if (!c)
+		return srn_cm_err(-ENOMEM);
+	pthread_mutex_lock(&srn_cm.lock);
+	while (cid->acked != cid->reported)
+		pthread_cond_wait(&cid->cond, &srn_cm.lock);
+	old = cid->chan;
+	srn_cm_move_events(cid, c);
+	cid->chan = c;
+	cid->id.channel = &c->ch;
+	cid->sync = !channel;
+	if (old->private)
+		srn_cm_chan_free(old);
+	pthread_mutex_unlock(&srn_cm.lock);
+	return 0;
+}
+
+SRN_EXPORT int rdma_notify(struct rdma_cm_id *id, enum ibv_event_type event)
+{
+	return id ? 0 : srn_cm_err(-EINVAL);
+}
+
+SRN_EXPORT int rdma_join_multicast(struct rdma_cm_id *id, struct sockaddr *addr,
+				   void *context)
+{
+	return srn_cm_err(-EOPNOTSUPP); /* needs UD QPs (docs/rdmacm.md) */
+}
+
+SRN_EXPORT int
+rdma_join_multicast_ex(struct rdma_cm_id *id,
+		       struct rdma_cm_join_mc_attr_ex *mc_join_attr,
+		       void *context)
+{
+	return srn_cm_err(-EOPNOTSUPP);
+}
+
+SRN_EXPORT int rdma_leave_multicast(struct rdma_cm_id *id,
+				    struct sockaddr *addr)
+{
+	return srn_cm_err(-EADDRNOTAVAIL); /* never joined */
+}
+
+SRN_EXPORT int rdma_set_local_ece(struct rdma_cm_id *id, struct ibv_ece *ece)
+{
+	return id && ece ? 0 : srn_cm_err(-EINVAL);
+}
+
+SRN_EXPORT int rdma_get_remote_ece(struct rdma_cm_id *id, struct ibv_ece *ece)
+{
+	if (!id || !ece)
+		return srn_cm_err(-EINVAL);
+	memset(ece, 0, sizeof(*ece)); /* no enhanced connection options */
+	return 0;
+}

@@ -1,0 +1,487 @@
+// SPDX-License-Identifier: MIT
+/*
+ * softrnic's librdmacm: the CM service of a process.
+ *
+ * One thread (srn-cm) blocks in epoll on: the host-wide stream listener
+ * (port SOFTRNIC_CM_PORT, default 4790, SO_REUSEPORT so that every
+ * listening process of the host has one; open while this process has a
+ * listening id), connections accepted there whose REQ is not read yet,
+ * every id's CM connection, and each listening id's hand-off socket (the
+ * abstract unix datagram socket "softrnic/cm/<ps>/<port>").
+ *
+ * The kernel gives an incoming connection to any of the processes
+ * listening on the CM port. That process reads the REQ; when it does not
+ * listen on the rdma_cm port the REQ names, it passes the connection's fd
+ * with the REQ to the port's hand-off socket (SCM_RIGHTS), or answers REJ
+ * (invalid service id) when nobody does. The receiver takes hand-offs
+ * only from its own user or root (SCM_CREDENTIALS).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "rdmacm/cm.h"
+
+/* A connection accepted on the stream listener whose REQ is not complete
+ * yet, or whose REQ waits for its port to be listened on (parked): in
+ * srn_cm.pending. */
+struct srn_cm_pend {
+	struct srn_list link;
+	uint64_t serial;
+	int fd;
+	size_t len;
+	uint64_t deadline_ns; /* parked until then at most */
+	uint8_t rx[SRN_CM_MSG_SIZE];
+};
+
+static const struct srn_cm_up_ops *srn_cm_up;
+
+void srn_cm_svc_set_up(const struct srn_cm_up_ops *ops)
+{
+	srn_cm_up = ops;
+}
+
+uint16_t srn_cm_service_port(void)
+{
+	const char *env = getenv("SOFTRNIC_CM_PORT");
+	long p = env ? strtol(env, NULL, 10) : 0;
+
+	return p > 0 && p < 65536 ? (uint16_t)p : SRN_CM_PORT_DEFAULT;
+}
+
+void srn_cm_msg_init(struct srn_cm_msg *m, enum srn_cm_msg_type type)
+{
+	memset(m, 0, sizeof(*m));
+	m->magic = htobe32(SRN_CM_MAGIC);
+	m->version = htobe16(SRN_CM_VERSION);
+	m->type = type;
+}
+
+static int srn_cm_write(int fd, const struct srn_cm_msg *m)
+{
+	ssize_t n = send(fd, m, sizeof(*m), MSG_NOSIGNAL);
+
+	if (n == (ssize_t)sizeof(*m))
+		return 0;
+	return n < 0 ? -errno : -EIO; /* a fresh socket takes 256 bytes */
+}
+
+/* Sends m on cid's connection (under srn_cm.lock). */
+int srn_cm_send(struct srn_cm_id *cid, struct srn_cm_msg *m)
+{
+	if (cid->fd < 0)
+		return -ENOTCONN;
+	return srn_cm_write(cid->fd, m);
+}
+
+int srn_cm_epoll_add(int fd, uint64_t serial, enum srn_cm_ep_kind k,
+		     uint32_t events)
+{
+	struct epoll_event ev = { .events = events };
+	int ret = srn_cm_svc_start();
+
+	if (ret)
+		return ret;
+	ev.data.u64 = serial << 2 | k;
+	return epoll_ctl(srn_cm.epfd, EPOLL_CTL_ADD, fd, &ev) ? -errno : 0;
+}
+
+void srn_cm_close_conn(struct srn_cm_id *cid)
+{
+	if (cid->fd < 0)
+		return;
+	epoll_ctl(srn_cm.epfd, EPOLL_CTL_DEL, cid->fd, NULL);
+	close(cid->fd);
+	cid->fd = -1;
+	cid->rx_len = 0;
+	cid->dialing = false;
+}
+
+static int srn_cm_listen_open(void)
+{
+	struct sockaddr_in6 sa6 = { .sin6_family = AF_INET6 };
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	uint16_t port = htobe16(srn_cm_service_port());
+	int fd, one = 1, zero = 0, ret;
+
+	sa6.sin6_port = sa.sin_port = port;
+	fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd >= 0) {
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+		setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+		if (!bind(fd, (struct sockaddr *)&sa6, sizeof(sa6)))
+			goto bound;
+		close(fd);
+	}
+	/* no IPv6 on this host */
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)))
+		goto fail;
+bound:
+	if (listen(fd, 1024))
+		goto fail;
+	return fd;
+fail:
+	ret = -errno;
+	close(fd);
+	return ret;
+}
+
+/* One more listening id: the stream listener is open while there is one
+ * (under srn_cm.lock). */
+int srn_cm_listen_get(void)
+{
+	int fd, ret;
+
+	if (srn_cm.listeners++ || srn_cm.lfd >= 0)
+		return 0;
+	fd = srn_cm_listen_open();
+	if (fd < 0) {
+		srn_cm.listeners--;
+		srn_warn("rdmacm: cannot listen on the CM port %u: %s",
+			 srn_cm_service_port(), strerror(-fd));
+		return fd;
+	}
+	ret = srn_cm_epoll_add(fd, 0, SRN_CM_EP_LISTEN, EPOLLIN);
+	if (ret) {
+		close(fd);
+		srn_cm.listeners--;
+		return ret;
+	}
+	srn_cm.lfd = fd;
+	return 0;
+}
+
+/* The stream listener stays open once opened, until the process ends:
+ * closing a SO_REUSEPORT listener resets the connections the kernel had
+ * queued on it, and an application that listens again on its port soon
+ * (perftest does) finds it still there. */
+void srn_cm_listen_put(void)
+{
+	srn_cm.listeners--;
+}
+
+static void srn_cm_reject_fd(int fd, uint16_t reason)
+{
+	struct srn_cm_msg m;
+
+	srn_cm_msg_init(&m, SRN_CM_REJ);
+	m.reason = htobe16(reason);
+	srn_cm_write(fd, &m);
+	close(fd);
+}
+
+/*
+ * Passes an accepted connection and its REQ to the process listening on
+ * the rdma_cm port the REQ names: 0, -ECONNREFUSED when nobody listens
+ * there, another -errno when it could not take it in time (its queue of
+ * SRN_CM_HANDOFF_MS stayed full: the caller drops the connection and the
+ * active side dials again).
+ */
+static int srn_cm_handoff(int fd, const struct srn_cm_msg *m)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
+	struct iovec iov = { .iov_base = (void *)m, .iov_len = sizeof(*m) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct timeval tv = { .tv_usec = SRN_CM_HANDOFF_MS * 1000 };
+	struct cmsghdr *c;
+	int s, len, ret = 0;
+
+	len = snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1,
+		       SRN_CM_SOCK_FMT, be16toh(m->ps), be16toh(m->dst_port));
+	mh.msg_name = &sa;
+	mh.msg_namelen = offsetof(struct sockaddr_un, sun_path) + 1 + len;
+	mh.msg_control = cbuf;
+	mh.msg_controllen = sizeof(cbuf);
+	c = CMSG_FIRSTHDR(&mh);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	s = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return -errno;
+	/* a datagram queue holds few messages (net.unix.max_dgram_qlen):
+	 * wait a little for the listener's CM thread to drain it */
+	setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	if (sendmsg(s, &mh, MSG_NOSIGNAL) < 0)
+		ret = errno == ENOENT ? -ECONNREFUSED : -errno;
+	close(s);
+	return ret;
+}
+
+/* A whole REQ arrived on an accepted connection: ours, or hand it off. */
+/*
+ * A whole REQ arrived on an accepted connection: ours, or hand it off.
+ * When nobody listens on its port, it waits SRN_CM_PARK_MS for a listener
+ * (an application that listens again on the same port) before the REJ:
+ * -EAGAIN, the caller keeps it and calls again. 0 when it is done with.
+ */
+static int srn_cm_dispatch_req(int fd, const struct srn_cm_msg *m,
+			       bool last_try)
+{
+	struct srn_cm_id *lid;
+	int ret;
+
+	if (srn_cm_msg_check(m, sizeof(*m)) || m->type != SRN_CM_REQ) {
+		close(fd);
+		return 0;
+	}
+	lid = srn_cm_listener_find(be16toh(m->ps), be16toh(m->dst_port));
+	if (lid) {
+		if (srn_cm_up->on_req(lid, fd, m))
+			srn_cm_reject_fd(fd, SRN_CM_REJ_CONSUMER_DEFINED);
+		return 0;
+	}
+	ret = srn_cm_handoff(fd, m);
+	if (ret == -ECONNREFUSED && !last_try)
+		return -EAGAIN;
+	srn_dbg("rdmacm: REQ for port %u handed off: %s", be16toh(m->dst_port),
+		strerror(-ret));
+	if (ret == -ECONNREFUSED)
+		srn_cm_reject_fd(fd, SRN_CM_REJ_INVALID_SERVICE_ID);
+	else
+		close(fd); /* handed off, or the active side dials again */
+	return 0;
+}
+
+/* Parked REQs: try again; the thread's next wait is short while any is
+ * left. */
+static int srn_cm_retry_parked(void)
+{
+	struct srn_list *pos, *tmp;
+	struct srn_cm_pend *p;
+	uint64_t now = srn_now_ns();
+	int left = 0;
+
+	srn_list_for_each_safe(pos, tmp, &srn_cm.pending) {
+		p = srn_list_entry(pos, struct srn_cm_pend, link);
+		if (!p->deadline_ns)
+			continue;
+		if (srn_cm_dispatch_req(p->fd, (struct srn_cm_msg *)p->rx,
+					now >= p->deadline_ns) == -EAGAIN) {
+			left++;
+			continue;
+		}
+		srn_list_del(&p->link);
+		srn_cm.npending--;
+		srn_cm_zfree(p);
+	}
+	return left;
+}
+
+static void srn_cm_on_pend(uint64_t serial)
+{
+	struct srn_list *pos;
+	struct srn_cm_pend *p = NULL;
+	ssize_t n;
+
+	srn_list_for_each(pos, &srn_cm.pending) {
+		p = srn_list_entry(pos, struct srn_cm_pend, link);
+		if (p->serial == serial)
+			break;
+		p = NULL;
+	}
+	if (!p)
+		return;
+	n = recv(p->fd, p->rx + p->len, sizeof(p->rx) - p->len, MSG_DONTWAIT);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n > 0 && (p->len += n) < sizeof(p->rx))
+		return;
+	epoll_ctl(srn_cm.epfd, EPOLL_CTL_DEL, p->fd, NULL);
+	if (n > 0 && srn_cm_dispatch_req(p->fd, (struct srn_cm_msg *)p->rx,
+					 false) == -EAGAIN) {
+		p->deadline_ns = srn_now_ns() + SRN_CM_PARK_MS * 1000000ull;
+		return; /* parked */
+	}
+	if (n <= 0)
+		close(p->fd);
+	srn_list_del(&p->link);
+	srn_cm.npending--;
+	srn_cm_zfree(p);
+}
+
+static void srn_cm_on_accept(void)
+{
+	struct srn_cm_pend *p;
+	int fd, one = 1;
+
+	while ((fd = accept4(srn_cm.lfd, NULL, NULL, SOCK_CLOEXEC)) >= 0) {
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		p = srn_cm.npending < SRN_CM_PEND_MAX ?
+			    srn_cm_zalloc(sizeof(*p)) :
+			    NULL;
+		if (!p) { /* too many silent connections: not this one */
+			close(fd);
+			continue;
+		}
+		p->fd = fd;
+		p->serial = srn_cm.next_serial++;
+		srn_cm.npending++;
+		srn_list_add_tail(&p->link, &srn_cm.pending);
+		if (srn_cm_epoll_add(fd, p->serial, SRN_CM_EP_PEND, EPOLLIN)) {
+			srn_list_del(&p->link);
+			srn_cm.npending--;
+			close(fd);
+			srn_cm_zfree(p);
+		}
+	}
+}
+
+/* Receives one hand-off on a listener's unix socket. */
+static void srn_cm_on_unix(struct srn_cm_id *lid)
+{
+	char cbuf[CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(struct ucred))];
+	struct srn_cm_msg m;
+	struct iovec iov = { .iov_base = &m, .iov_len = sizeof(m) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct ucred cred = { .uid = (uid_t)-1 };
+	struct cmsghdr *c;
+	int fd = -1;
+	ssize_t n;
+
+	mh.msg_control = cbuf;
+	mh.msg_controllen = sizeof(cbuf);
+	n = recvmsg(lid->unix_fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	if (n < 0)
+		return;
+	for (c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET)
+			continue;
+		if (c->cmsg_type == SCM_RIGHTS &&
+		    c->cmsg_len == CMSG_LEN(sizeof(int)) && fd < 0)
+			memcpy(&fd, CMSG_DATA(c), sizeof(int));
+		else if (c->cmsg_type == SCM_CREDENTIALS &&
+			 c->cmsg_len == CMSG_LEN(sizeof(cred)))
+			memcpy(&cred, CMSG_DATA(c), sizeof(cred));
+	}
+	if (fd < 0)
+		return;
+	if ((mh.msg_flags & MSG_CTRUNC) ||
+	    (cred.uid != getuid() && cred.uid != 0) ||
+	    srn_cm_msg_check(&m, n) || m.type != SRN_CM_REQ) {
+		close(fd);
+		return;
+	}
+	if (srn_cm_up->on_req(lid, fd, &m))
+		srn_cm_reject_fd(fd, SRN_CM_REJ_CONSUMER_DEFINED);
+}
+
+/* Reads what arrived on an id's CM connection; whole messages go to
+ * cm_conn.c, a closed or broken connection too. */
+static void srn_cm_on_conn(struct srn_cm_id *cid, uint32_t events)
+{
+	struct srn_cm_msg m;
+	ssize_t n;
+
+	if (cid->dialing) {
+		srn_cm_up->on_connected(cid);
+		return;
+	}
+	while (cid->fd >= 0) {
+		n = recv(cid->fd, cid->rx + cid->rx_len,
+			 sizeof(cid->rx) - cid->rx_len, MSG_DONTWAIT);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return;
+		if (n <= 0) {
+			srn_cm_up->on_lost(cid, n < 0 ? -errno : -ECONNRESET);
+			return;
+		}
+		cid->rx_len += n;
+		if (cid->rx_len < sizeof(cid->rx))
+			continue;
+		cid->rx_len = 0;
+		memcpy(&m, cid->rx, sizeof(m));
+		if (srn_cm_msg_check(&m, sizeof(m))) {
+			srn_cm_up->on_lost(cid, -EPROTO);
+			return;
+		}
+		srn_cm_up->on_msg(cid, &m);
+	}
+}
+
+static void srn_cm_handle(uint64_t data, uint32_t events)
+{
+	struct srn_cm_id *cid;
+
+	switch (data & 3) {
+	case SRN_CM_EP_LISTEN:
+		if (srn_cm.lfd >= 0)
+			srn_cm_on_accept();
+		return;
+	case SRN_CM_EP_PEND:
+		srn_cm_on_pend(data >> 2);
+		return;
+	case SRN_CM_EP_UNIX:
+		cid = srn_cm_id_find(data >> 2);
+		if (cid && cid->unix_fd >= 0)
+			srn_cm_on_unix(cid);
+		return;
+	default:
+		cid = srn_cm_id_find(data >> 2);
+		if (cid && cid->fd >= 0)
+			srn_cm_on_conn(cid, events);
+	}
+}
+
+static void *srn_cm_thread(void *arg)
+{
+	struct epoll_event ev[16];
+	int n, i, parked = 0;
+
+	(void)arg;
+	for (;;) {
+		n = epoll_wait(srn_cm.epfd, ev, SRN_ARRAY_SIZE(ev),
+			       parked ? SRN_CM_PARK_POLL_MS : -1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			break;
+		pthread_mutex_lock(&srn_cm.lock);
+		for (i = 0; i < n; i++)
+			srn_cm_handle(ev[i].data.u64, ev[i].events);
+		parked = srn_cm_retry_parked();
+		pthread_mutex_unlock(&srn_cm.lock);
+	}
+	srn_err("rdmacm: the CM thread stops: %s", strerror(errno));
+	return NULL;
+}
+
+/* Starts the CM thread once (under srn_cm.lock). */
+int srn_cm_svc_start(void)
+{
+	pthread_attr_t a;
+	pthread_t t;
+	int ret;
+
+	if (srn_cm.thread_up)
+		return 0;
+	if (srn_cm.epfd < 0)
+		srn_cm.epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (srn_cm.epfd < 0)
+		return -errno;
+	pthread_attr_init(&a);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	ret = -pthread_create(&t, &a, srn_cm_thread, NULL);
+	pthread_attr_destroy(&a);
+	if (ret)
+		return ret;
+	pthread_setname_np(t, "srn-cm");
+	srn_cm.thread_up = true;
+	return 0;
+}

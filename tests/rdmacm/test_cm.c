@@ -1,0 +1,579 @@
+// SPDX-License-Identifier: MIT
+/*
+ * softrnic's librdmacm: event sequences and error cases (docs/rdmacm.md).
+ *
+ *   test_cm [NAME]   runs every case, or the one named
+ *
+ * Each case runs a listener and a client in this process (two event
+ * channels; the CM thread does the work), except "handoff", which forks a
+ * second listening process: REQs for its port that land on this
+ * process's CM listener must be handed over. Run once per transport
+ * (SOFTRNIC_TRANSPORT=shm, tcp). Exit 0 when all pass.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <rdma/rdma_cma.h>
+#include <rdma/rdma_verbs.h>
+
+static int failures;
+
+#define CHECK(c)                                                         \
+	do {                                                             \
+		if (!(c)) {                                              \
+			fprintf(stderr, "%s:%d: %s: check failed: %s\n", \
+				__FILE__, __LINE__, __func__, #c);       \
+			failures++;                                      \
+			return -1;                                       \
+		}                                                        \
+	} while (0)
+
+/* The next event on ch within 10 s; it must be of type want. */
+static struct rdma_cm_event *next_event(struct rdma_event_channel *ch,
+					enum rdma_cm_event_type want)
+{
+	struct pollfd pf = { .fd = ch->fd, .events = POLLIN };
+	struct rdma_cm_event *ev;
+
+	if (poll(&pf, 1, 10000) != 1) {
+		fprintf(stderr, "no event (wanted %s)\n", rdma_event_str(want));
+		return NULL;
+	}
+	if (rdma_get_cm_event(ch, &ev)) {
+		perror("rdma_get_cm_event");
+		return NULL;
+	}
+	if (ev->event != want) {
+		fprintf(stderr, "got %s status %d, wanted %s\n",
+			rdma_event_str(ev->event), ev->status,
+			rdma_event_str(want));
+		rdma_ack_cm_event(ev);
+		return NULL;
+	}
+	return ev;
+}
+
+static int expect(struct rdma_event_channel *ch, enum rdma_cm_event_type t)
+{
+	struct rdma_cm_event *ev = next_event(ch, t);
+
+	if (!ev)
+		return -1;
+	rdma_ack_cm_event(ev);
+	return 0;
+}
+
+struct side {
+	struct rdma_event_channel *ch;
+	struct rdma_cm_id *id; /* client's, or the listener */
+	struct rdma_cm_id *child;
+	uint16_t port;
+};
+
+static struct sockaddr_in loopback(uint16_t port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	sa.sin_port = htons(port);
+	return sa;
+}
+
+static int listen_on(struct side *s, uint16_t port, void *ctx)
+{
+	struct sockaddr_in sa = loopback(port);
+
+	s->ch = rdma_create_event_channel();
+	CHECK(s->ch);
+	CHECK(!rdma_create_id(s->ch, &s->id, ctx, RDMA_PS_TCP));
+	CHECK(!rdma_bind_addr(s->id, (struct sockaddr *)&sa));
+	CHECK(s->id->verbs); /* a concrete address names the device */
+	CHECK(!rdma_listen(s->id, 8));
+	s->port = ntohs(rdma_get_src_port(s->id));
+	CHECK(s->port);
+	return 0;
+}
+
+/* A client id, resolved to port (address and route events checked). */
+static int client_to(struct side *c, uint16_t port)
+{
+	struct sockaddr_in sa = loopback(port);
+
+	c->ch = rdma_create_event_channel();
+	CHECK(c->ch);
+	CHECK(!rdma_create_id(c->ch, &c->id, c, RDMA_PS_TCP));
+	CHECK(!rdma_resolve_addr(c->id, NULL, (struct sockaddr *)&sa, 2000));
+	CHECK(!expect(c->ch, RDMA_CM_EVENT_ADDR_RESOLVED));
+	CHECK(c->id->verbs && c->id->port_num == 1);
+	CHECK(c->id->route.addr.addr.ibaddr.sgid.raw[10] == 0xff);
+	CHECK(!rdma_resolve_route(c->id, 2000));
+	CHECK(!expect(c->ch, RDMA_CM_EVENT_ROUTE_RESOLVED));
+	CHECK(c->id->route.num_paths == 1);
+	return 0;
+}
+
+static int make_qp(struct rdma_cm_id *id)
+{
+	struct ibv_qp_init_attr a = { .qp_type = IBV_QPT_RC, .sq_sig_all = 1 };
+
+	a.cap.max_send_wr = a.cap.max_recv_wr = 4;
+	a.cap.max_send_sge = a.cap.max_recv_sge = 1;
+	CHECK(!rdma_create_qp(id, NULL, &a));
+	CHECK(id->qp && id->pd && id->send_cq && id->recv_cq);
+	return 0;
+}
+
+static void teardown(struct side *s)
+{
+	if (s->child) {
+		rdma_destroy_qp(s->child);
+		rdma_destroy_id(s->child);
+	}
+	if (s->id) {
+		rdma_destroy_qp(s->id);
+		rdma_destroy_id(s->id);
+	}
+	if (s->ch)
+		rdma_destroy_event_channel(s->ch);
+	memset(s, 0, sizeof(*s));
+}
+
+/* Up to CONNECT_REQUEST on the server, with private data "hello". */
+static int request(struct side *srv, struct side *cli, int ctx_tag)
+{
+	struct rdma_conn_param p = { .private_data = "hello",
+				     .private_data_len = 5,
+				     .responder_resources = 1,
+				     .initiator_depth = 1,
+				     .retry_count = 7,
+				     .rnr_retry_count = 7 };
+	struct rdma_cm_event *ev;
+
+	CHECK(!listen_on(srv, 0, &ctx_tag));
+	CHECK(!client_to(cli, srv->port));
+	CHECK(!make_qp(cli->id));
+	CHECK(!rdma_connect(cli->id, &p));
+	ev = next_event(srv->ch, RDMA_CM_EVENT_CONNECT_REQUEST);
+	CHECK(ev);
+	srv->child = ev->id;
+	CHECK(ev->listen_id == srv->id);
+	CHECK(ev->id->context == &ctx_tag); /* inherited */
+	CHECK(ev->id->verbs && ev->id->port_num == 1);
+	CHECK(ev->param.conn.private_data_len >= 5 &&
+	      !memcmp(ev->param.conn.private_data, "hello", 5));
+	CHECK(ev->param.conn.qp_num == cli->id->qp->qp_num);
+	CHECK(ev->param.conn.initiator_depth == 1);
+	rdma_ack_cm_event(ev);
+	return 0;
+}
+
+/* A SEND from the client reaches the server's child. */
+static int send_one(struct side *srv, struct side *cli)
+{
+	char rbuf[32] = { 0 }, sbuf[32] = "through the connection";
+	struct ibv_mr *rmr = rdma_reg_msgs(srv->child, rbuf, sizeof(rbuf));
+	struct ibv_mr *smr = rdma_reg_msgs(cli->id, sbuf, sizeof(sbuf));
+	struct ibv_wc wc;
+
+	CHECK(rmr && smr);
+	CHECK(!rdma_post_recv(srv->child, NULL, rbuf, sizeof(rbuf), rmr));
+	CHECK(!rdma_post_send(cli->id, NULL, sbuf, sizeof(sbuf), smr, 0));
+	CHECK(rdma_get_send_comp(cli->id, &wc) == 1 &&
+	      wc.status == IBV_WC_SUCCESS);
+	CHECK(rdma_get_recv_comp(srv->child, &wc) == 1 &&
+	      wc.status == IBV_WC_SUCCESS);
+	CHECK(!strcmp(rbuf, sbuf));
+	rdma_dereg_mr(rmr);
+	rdma_dereg_mr(smr);
+	return 0;
+}
+
+static int t_connect(void)
+{
+	struct side srv = { 0 }, cli = { 0 };
+	struct rdma_conn_param p = { .private_data = "world",
+				     .private_data_len = 5,
+				     .responder_resources = 1,
+				     .initiator_depth = 1 };
+	struct rdma_cm_event *ev;
+	int tag = 0;
+
+	CHECK(!request(&srv, &cli, tag));
+	CHECK(!make_qp(srv.child));
+	CHECK(!rdma_accept(srv.child, &p));
+	ev = next_event(cli.ch, RDMA_CM_EVENT_ESTABLISHED);
+	CHECK(ev);
+	CHECK(ev->param.conn.private_data_len >= 5 &&
+	      !memcmp(ev->param.conn.private_data, "world", 5));
+	CHECK(ev->param.conn.qp_num == srv.child->qp->qp_num);
+	rdma_ack_cm_event(ev);
+	CHECK(!expect(srv.ch, RDMA_CM_EVENT_ESTABLISHED));
+	CHECK(!send_one(&srv, &cli));
+	/* disconnect: both sides hear of it */
+	CHECK(!rdma_disconnect(cli.id));
+	CHECK(!expect(cli.ch, RDMA_CM_EVENT_DISCONNECTED));
+	CHECK(!expect(srv.ch, RDMA_CM_EVENT_DISCONNECTED));
+	CHECK(!rdma_disconnect(srv.child)); /* already: no error */
+	teardown(&cli);
+	teardown(&srv);
+	return 0;
+}
+
+static int t_reject(void)
+{
+	struct side srv = { 0 }, cli = { 0 };
+	struct rdma_cm_event *ev;
+	int tag = 0;
+
+	CHECK(!request(&srv, &cli, tag));
+	CHECK(!rdma_reject(srv.child, "nope", 4));
+	ev = next_event(cli.ch, RDMA_CM_EVENT_REJECTED);
+	CHECK(ev);
+	CHECK(ev->status == 28); /* consumer reject */
+	CHECK(ev->param.conn.private_data_len >= 4 &&
+	      !memcmp(ev->param.conn.private_data, "nope", 4));
+	rdma_ack_cm_event(ev);
+	teardown(&cli);
+	teardown(&srv);
+	return 0;
+}
+
+/* A port nobody listens on: REJECTED (invalid service id, 8), so a
+ * client may retry. First case run: no CM listener in this process. */
+static int t_nobody(void)
+{
+	struct side cli = { 0 };
+	struct rdma_cm_event *ev;
+
+	CHECK(!client_to(&cli, 9));
+	CHECK(!make_qp(cli.id));
+	CHECK(!rdma_connect(cli.id, NULL));
+	ev = next_event(cli.ch, RDMA_CM_EVENT_REJECTED);
+	CHECK(ev);
+	CHECK(ev->status == 8);
+	rdma_ack_cm_event(ev);
+	teardown(&cli);
+	return 0;
+}
+
+/* The same while this process listens elsewhere: the REQ reaches our CM
+ * port, waits for a listener of its port, and is rejected. */
+static int t_nobody_listening(void)
+{
+	struct side srv = { 0 };
+	int tag = 0;
+
+	CHECK(!listen_on(&srv, 0, &tag));
+	CHECK(!t_nobody());
+	teardown(&srv);
+	return 0;
+}
+
+static int t_nonblock(void)
+{
+	struct side cli = { 0 };
+	struct rdma_cm_event *ev;
+	struct sockaddr_in sa = loopback(1);
+	struct pollfd pf;
+	int fl;
+
+	cli.ch = rdma_create_event_channel();
+	CHECK(cli.ch);
+	fl = fcntl(cli.ch->fd, F_GETFL);
+	CHECK(!fcntl(cli.ch->fd, F_SETFL, fl | O_NONBLOCK));
+	CHECK(!rdma_create_id(cli.ch, &cli.id, NULL, RDMA_PS_TCP));
+	errno = 0;
+	CHECK(rdma_get_cm_event(cli.ch, &ev) == -1 && errno == EAGAIN);
+	pf = (struct pollfd){ .fd = cli.ch->fd, .events = POLLIN };
+	CHECK(poll(&pf, 1, 0) == 0);
+	CHECK(!rdma_resolve_addr(cli.id, NULL, (struct sockaddr *)&sa, 100));
+	CHECK(poll(&pf, 1, 5000) == 1); /* readable: an event waits */
+	CHECK(!rdma_get_cm_event(cli.ch, &ev));
+	CHECK(ev->event == RDMA_CM_EVENT_ADDR_RESOLVED);
+	rdma_ack_cm_event(ev);
+	CHECK(rdma_get_cm_event(cli.ch, &ev) == -1 && errno == EAGAIN);
+	teardown(&cli);
+	return 0;
+}
+
+static void *destroy_thread(void *arg)
+{
+	rdma_destroy_id(arg);
+	return NULL;
+}
+
+/* rdma_destroy_id waits until the id's events are acked. */
+static int t_destroy_waits(void)
+{
+	struct side cli = { 0 };
+	struct rdma_cm_event *ev;
+	struct sockaddr_in sa = loopback(1);
+	pthread_t t;
+	int ret;
+
+	cli.ch = rdma_create_event_channel();
+	CHECK(cli.ch);
+	CHECK(!rdma_create_id(cli.ch, &cli.id, NULL, RDMA_PS_TCP));
+	CHECK(!rdma_resolve_addr(cli.id, NULL, (struct sockaddr *)&sa, 100));
+	ev = next_event(cli.ch, RDMA_CM_EVENT_ADDR_RESOLVED);
+	CHECK(ev);
+	CHECK(!pthread_create(&t, NULL, destroy_thread, cli.id));
+	usleep(200000);
+	ret = pthread_tryjoin_np(t, NULL);
+	rdma_ack_cm_event(ev);
+	if (ret == 0) {
+		fprintf(stderr, "rdma_destroy_id returned before the ack\n");
+		failures++;
+		return -1;
+	}
+	CHECK(!pthread_join(t, NULL));
+	cli.id = NULL;
+	teardown(&cli);
+	return 0;
+}
+
+/* An application-made QP: CONNECT_RESPONSE, rdma_init_qp_attr for INIT,
+ * RTR and RTS, rdma_establish; the server sees ESTABLISHED. */
+static int t_own_qp(void)
+{
+	struct side srv = { 0 }, cli = { 0 };
+	struct ibv_qp_init_attr a = { .qp_type = IBV_QPT_RC };
+	struct rdma_conn_param p = { .responder_resources = 1,
+				     .initiator_depth = 1 };
+	struct ibv_qp_attr qa;
+	struct rdma_cm_event *ev;
+	struct ibv_qp *qp;
+	struct ibv_cq *cq;
+	int mask, tag = 0;
+	enum ibv_qp_state st[] = { IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS };
+
+	CHECK(!listen_on(&srv, 0, &tag));
+	CHECK(!client_to(&cli, srv.port));
+	cq = ibv_create_cq(cli.id->verbs, 8, NULL, NULL, 0);
+	a.send_cq = a.recv_cq = cq;
+	a.cap.max_send_wr = a.cap.max_recv_wr = 4;
+	a.cap.max_send_sge = a.cap.max_recv_sge = 1;
+	qp = ibv_create_qp(ibv_alloc_pd(cli.id->verbs), &a);
+	CHECK(cq && qp);
+	p.qp_num = qp->qp_num;
+	CHECK(!rdma_connect(cli.id, &p));
+	ev = next_event(srv.ch, RDMA_CM_EVENT_CONNECT_REQUEST);
+	CHECK(ev);
+	srv.child = ev->id;
+	CHECK(ev->param.conn.qp_num == qp->qp_num);
+	rdma_ack_cm_event(ev);
+	CHECK(!make_qp(srv.child));
+	CHECK(!rdma_accept(srv.child, NULL));
+	CHECK(!expect(cli.ch, RDMA_CM_EVENT_CONNECT_RESPONSE));
+	for (int i = 0; i < 3; i++) {
+		qa.qp_state = st[i];
+		CHECK(!rdma_init_qp_attr(cli.id, &qa, &mask));
+		CHECK(!ibv_modify_qp(qp, &qa, mask));
+	}
+	CHECK(!rdma_establish(cli.id));
+	CHECK(!expect(srv.ch, RDMA_CM_EVENT_ESTABLISHED));
+	CHECK(!rdma_disconnect(srv.child));
+	CHECK(!expect(srv.ch, RDMA_CM_EVENT_DISCONNECTED));
+	CHECK(!expect(cli.ch, RDMA_CM_EVENT_DISCONNECTED));
+	ibv_destroy_qp(qp);
+	ibv_destroy_cq(cq);
+	teardown(&cli);
+	teardown(&srv);
+	return 0;
+}
+
+/* rdma_migrate_id: the id's next events come on the new channel. */
+static int t_migrate(void)
+{
+	struct side cli = { 0 };
+	struct rdma_event_channel *ch2 = rdma_create_event_channel();
+	struct sockaddr_in sa = loopback(1);
+	struct pollfd pf = { .events = POLLIN };
+
+	cli.ch = rdma_create_event_channel();
+	CHECK(cli.ch && ch2);
+	CHECK(!rdma_create_id(cli.ch, &cli.id, NULL, RDMA_PS_TCP));
+	CHECK(!rdma_migrate_id(cli.id, ch2));
+	CHECK(cli.id->channel == ch2);
+	CHECK(!rdma_resolve_addr(cli.id, NULL, (struct sockaddr *)&sa, 100));
+	CHECK(!expect(ch2, RDMA_CM_EVENT_ADDR_RESOLVED));
+	pf.fd = cli.ch->fd;
+	CHECK(poll(&pf, 1, 0) == 0);
+	rdma_destroy_id(cli.id);
+	cli.id = NULL;
+	rdma_destroy_event_channel(ch2);
+	teardown(&cli);
+	return 0;
+}
+
+/* The forked listener: accepts n connections, waits for each to be
+ * disconnected by the client; exit 0 when all went so. */
+static int handoff_child(uint16_t port, int n, int ready_fd)
+{
+	struct side srv = { 0 };
+	struct rdma_cm_event *ev;
+	int tag = 0;
+
+	if (listen_on(&srv, port, &tag))
+		return 1;
+	if (write(ready_fd, "x", 1) != 1)
+		return 1;
+	for (int i = 0; i < n; i++) {
+		ev = next_event(srv.ch, RDMA_CM_EVENT_CONNECT_REQUEST);
+		if (!ev)
+			return 1;
+		srv.child = ev->id;
+		rdma_ack_cm_event(ev);
+		if (make_qp(srv.child) || rdma_accept(srv.child, NULL) ||
+		    expect(srv.ch, RDMA_CM_EVENT_ESTABLISHED) ||
+		    expect(srv.ch, RDMA_CM_EVENT_DISCONNECTED))
+			return 1;
+		rdma_destroy_qp(srv.child);
+		rdma_destroy_id(srv.child);
+		srv.child = NULL;
+	}
+	teardown(&srv);
+	return failures ? 1 : 0;
+}
+
+/* Two listening processes share the CM port: REQs for the child's port
+ * that the kernel gives to us are handed to it. */
+static int t_handoff(void)
+{
+	struct side mine = { 0 }, cli = { 0 };
+	uint16_t port = 20000 + getpid() % 10000;
+	int pfd[2], st, tag = 0, n = 16;
+	char c;
+	pid_t pid;
+
+	CHECK(!listen_on(&mine, 0, &tag));
+	CHECK(!pipe(pfd));
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0)
+		_exit(handoff_child(port, n, pfd[1]));
+	CHECK(read(pfd[0], &c, 1) == 1);
+	for (int i = 0; i < n; i++) {
+		CHECK(!client_to(&cli, port));
+		CHECK(!make_qp(cli.id));
+		CHECK(!rdma_connect(cli.id, NULL));
+		CHECK(!expect(cli.ch, RDMA_CM_EVENT_ESTABLISHED));
+		CHECK(!rdma_disconnect(cli.id));
+		CHECK(!expect(cli.ch, RDMA_CM_EVENT_DISCONNECTED));
+		teardown(&cli);
+	}
+	CHECK(waitpid(pid, &st, 0) == pid);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	close(pfd[0]);
+	close(pfd[1]);
+	teardown(&mine);
+	return 0;
+}
+
+/* Synchronous ids: rdma_getaddrinfo, rdma_create_ep, rdma_get_request. */
+static void *ep_server(void *arg)
+{
+	struct rdma_cm_id *listen = arg, *id;
+	struct ibv_wc wc;
+	char buf[16];
+	struct ibv_mr *mr;
+
+	if (rdma_get_request(listen, &id))
+		return "get_request";
+	mr = rdma_reg_msgs(id, buf, sizeof(buf));
+	if (!mr || rdma_post_recv(id, NULL, buf, sizeof(buf), mr) ||
+	    rdma_accept(id, NULL) || rdma_get_recv_comp(id, &wc) != 1 ||
+	    wc.status || strcmp(buf, "sync"))
+		return "accept or receive";
+	rdma_disconnect(id);
+	rdma_dereg_mr(mr);
+	rdma_destroy_ep(id);
+	return NULL;
+}
+
+static int t_ep(void)
+{
+	struct rdma_addrinfo hints = { .ai_port_space = RDMA_PS_TCP }, *res;
+	struct ibv_qp_init_attr a = { .sq_sig_all = 1 };
+	struct rdma_cm_id *listen, *id;
+	char port[8], buf[16] = "sync";
+	struct ibv_mr *mr;
+	struct ibv_wc wc;
+	pthread_t t;
+	void *err;
+
+	a.cap.max_send_wr = a.cap.max_recv_wr = 1;
+	a.cap.max_send_sge = a.cap.max_recv_sge = 1;
+	snprintf(port, sizeof(port), "%d", 30000 + getpid() % 10000);
+	hints.ai_flags = RAI_PASSIVE;
+	CHECK(!rdma_getaddrinfo("127.0.0.1", port, &hints, &res));
+	CHECK(!rdma_create_ep(&listen, res, NULL, &a));
+	rdma_freeaddrinfo(res);
+	CHECK(!rdma_listen(listen, 1));
+	CHECK(!pthread_create(&t, NULL, ep_server, listen));
+	hints.ai_flags = 0;
+	CHECK(!rdma_getaddrinfo("127.0.0.1", port, &hints, &res));
+	CHECK(res->ai_qp_type == IBV_QPT_RC && res->ai_dst_addr);
+	CHECK(!rdma_create_ep(&id, res, NULL, &a));
+	rdma_freeaddrinfo(res);
+	mr = rdma_reg_msgs(id, buf, sizeof(buf));
+	CHECK(mr);
+	CHECK(!rdma_connect(id, NULL));
+	CHECK(!rdma_post_send(id, NULL, buf, sizeof(buf), mr, 0));
+	CHECK(rdma_get_send_comp(id, &wc) == 1 && !wc.status);
+	CHECK(!pthread_join(t, &err));
+	if (err)
+		fprintf(stderr, "ep server: %s\n", (char *)err);
+	CHECK(!err);
+	rdma_disconnect(id);
+	rdma_dereg_mr(mr);
+	rdma_destroy_ep(id);
+	rdma_destroy_ep(listen);
+	return 0;
+}
+
+static const struct {
+	const char *name;
+	int (*fn)(void);
+} cases[] = {
+	{ "nobody", t_nobody }, /* first: no CM listener in this process */
+	{ "nonblock", t_nonblock },
+	{ "destroy_waits", t_destroy_waits },
+	{ "migrate", t_migrate },
+	{ "connect", t_connect },
+	{ "reject", t_reject },
+	{ "own_qp", t_own_qp },
+	{ "nobody_listening", t_nobody_listening },
+	{ "ep", t_ep },
+	{ "handoff", t_handoff },
+};
+
+int main(int argc, char **argv)
+{
+	int ran = 0;
+
+	setvbuf(stdout, NULL, _IONBF, 0);
+	for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int before = failures;
+
+		if (argc > 1 && strcmp(argv[1], cases[i].name))
+			continue;
+		ran++;
+		cases[i].fn();
+		printf("%s %s\n", failures == before ? "ok  " : "FAIL",
+		       cases[i].name);
+	}
+	if (!ran) {
+		fprintf(stderr, "no case named %s\n", argv[1]);
+		return 2;
+	}
+	return failures ? 1 : 0;
+}
