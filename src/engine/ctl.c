@@ -140,8 +140,9 @@ static int srn_ctl_owner(uint32_t qpn, pid_t *pid)
 
 /*
  * May the peer of c attach as QP src_qpn? Only if qp is past INIT with
- * src_qpn as its dest_qp_num (-EAGAIN before: not ready, ask again), and
- * the process at the other end of c owns src_qpn (-EPERM otherwise).
+ * src_qpn as its dest_qp_num (any QPN for a UD QP; -EAGAIN before: not
+ * ready, ask again), and the process at the other end of c owns src_qpn
+ * (-EPERM otherwise).
  */
 static int srn_ctl_conn_verify(struct srn_ctl_conn *c, uint32_t src_qpn)
 {
@@ -155,7 +156,8 @@ static int srn_ctl_conn_verify(struct srn_ctl_conn *c, uint32_t src_qpn)
 	/* acquire: pairs with the release in srn_qp_apply_attr (written
 	 * before the state we read, which pairs with srn_qp_set_state) */
 	dest = __atomic_load_n(&c->qp->shm->dest_qpn, __ATOMIC_ACQUIRE);
-	if (dest != src_qpn) {
+	/* a UD QP takes datagrams from any QP (its Q_Key decides) */
+	if (c->qp->ibqpx.qp_base.qp_type != IBV_QPT_UD && dest != src_qpn) {
 		srn_ctl_refused("QP 0x%06x: pid %d says it is QP 0x%06x, but "
 				"our peer is QP 0x%06x: refused",
 				qpn, (int)c->pid, src_qpn, dest);
@@ -342,7 +344,9 @@ static void srn_ctl_on_adopt(struct srn_ctl_conn *c,
  * attached (refused, pending, a probe, softrnic stat) touches no QP. */
 static void srn_ctl_on_hangup(struct srn_ctl_conn *c)
 {
-	if (c->connected && !c->bye) {
+	/* a UD QP has no peer: a sender that dies only stops sending */
+	if (c->connected && !c->bye &&
+	    c->qp->ibqpx.qp_base.qp_type != IBV_QPT_UD) {
 		srn_warn("QP 0x%06x: peer QP 0x%06x (pid %d) died",
 			 c->qp->ibqpx.qp_base.qp_num, c->src_qpn, (int)c->pid);
 		srn_cq_peer_died(c->qp->recv_cq);

@@ -83,8 +83,9 @@ srn_transport_pick(const union ibv_gid *dgid, bool ud, int *err)
 		return t;
 	}
 	t = srn_transport_by_name(force);
-	if (ud && t && !t->ud_send) /* it forces connections only: datagrams
-				     * take their own path */
+	/* datagrams take the forced transport where it can carry them,
+	 * else their own path (a group, a transport without datagrams) */
+	if (ud && t && (!t->ud_send || !t->reaches(dgid)))
 		return srn_transport_best(dgid, ud);
 	if (!t || !srn_transport_can(t, ud)) {
 		srn_err("SOFTRNIC_TRANSPORT=%s: unknown transport%s", force,

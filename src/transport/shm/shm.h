@@ -39,6 +39,8 @@ struct srn_peer {
 	int chan_fd;
 	int kick_fd;
 	atomic_uint gone; /* SRN_PEER_* */
+	bool datagram; /* a UD QP's destination (shm_ud.c): no connection,
+			* the target's death fails nothing */
 	/* The handshake (shm_ctl.c): until the target answered with its
 	 * segments, the peer is pending and nothing above is mapped. */
 	atomic_bool up; /* written under sq_lock, read by other threads */
@@ -58,6 +60,22 @@ struct srn_peer {
 #define SRN_PEER_ALIVE 0u
 #define SRN_PEER_CLOSED 1u /* orderly: BYE then hang-up */
 #define SRN_PEER_DEAD 2u /* hang-up without BYE */
+
+/* shm_ctl.c: a peer's life */
+struct srn_peer *srn_shm_peer_new(struct srn_qp *qp, uint32_t dqpn,
+				  bool datagram, int *err);
+void srn_shm_peer_del(struct srn_peer *p);
+/* shm_responder.c: memory reached only in the target process */
+int srn_pvm_copy(struct srn_peer *p, const struct iovec *local, unsigned n,
+		 const struct iovec *remote, bool write);
+int srn_pvm_scatter(struct srn_peer *p, const struct iovec *dst, unsigned nd,
+		    uint32_t pvm, const struct iovec *src, unsigned ns);
+
+/* shm_ud.c: UD datagrams to QPs of this host */
+int srn_shm_ud_send(struct srn_qp *qp, const struct srn_swqe *w,
+		    const struct srn_ud_dest *d, enum ibv_wc_status *status,
+		    enum srn_stall *stall);
+void srn_shm_ud_close(struct srn_qp *qp);
 
 /* responder.c: the target's side of each operation */
 int srn_resp_mr(struct srn_peer *p, uint32_t key, uint64_t addr, uint64_t len,

@@ -19,7 +19,9 @@
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -382,4 +384,102 @@ int srn_shm_ctl_connect(struct srn_peer *p, uint32_t dqpn)
 		return err;
 	}
 	return 0;
+}
+
+/* ---- a peer's life ---- */
+
+static void srn_peer_free(struct srn_peer *p)
+{
+	srn_peer_unmap_all(p);
+	srn_seg_unmap(&p->qp_seg);
+	srn_seg_unmap(&p->cq_seg);
+	srn_seg_unmap(&p->tpt_seg);
+	srn_seg_unmap(&p->srq_seg);
+	if (p->chan_fd >= 0)
+		close(p->chan_fd);
+	if (p->kick_fd >= 0)
+		close(p->kick_fd);
+	if (p->conn.fd >= 0)
+		close(p->conn.fd);
+	free(p);
+}
+
+/* Progress thread: the target's end of the connection hung up. Before the
+ * handshake, that is no death of a peer: a device would only time out. */
+static void srn_shm_on_hup(struct srn_pollable *pl, uint32_t events)
+{
+	struct srn_peer *p = pl->priv;
+	struct srn_ctl_hdr h;
+	/* acquire: pairs with the release in srn_shm_up */
+	unsigned how = atomic_load_explicit(&p->up, memory_order_acquire) ?
+			       SRN_PEER_DEAD :
+			       SRN_PEER_CLOSED;
+
+	while (recv(pl->fd, &h, sizeof(h), MSG_DONTWAIT) >= (ssize_t)sizeof(h))
+		if (h.magic == SRN_CTL_MAGIC && h.type == SRN_CTL_BYE)
+			how = SRN_PEER_CLOSED;
+	srn_progress_del(pl);
+	/* release: pairs with the acquire in srn_shm_execute */
+	atomic_store_explicit(&p->gone, how, memory_order_release);
+	if (how == SRN_PEER_DEAD && p->datagram) {
+		srn_dbg("QP 0x%06x: datagram destination QP 0x%06x gone",
+			p->qp->ibqpx.qp_base.qp_num, p->qpn);
+	} else if (how == SRN_PEER_DEAD) {
+		srn_warn("QP 0x%06x: peer process %d (QP 0x%06x) died",
+			 p->qp->ibqpx.qp_base.qp_num, (int)p->pid, p->qpn);
+		srn_qp_async_fatal(p->qp);
+	} else {
+		srn_progress_request_retry(); /* what waits times out */
+	}
+}
+
+/* Progress thread: the control connection to the target has news. Data
+ * (edge-triggered EPOLLIN) is an answer to CONNECT_REQ or MR_REQ that the
+ * retry of stalled send queues may be waiting for (srn_shm_ctl_retry,
+ * srn_shm_mr_fetch): let it run. */
+static void srn_shm_on_conn(struct srn_pollable *pl, uint32_t events)
+{
+	if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+		srn_shm_on_hup(pl, events);
+	else
+		srn_progress_request_retry();
+}
+
+/* A peer: the control connection to QP dqpn of this host, dialed and
+ * asked (its answer may come later: srn_shm_ctl_retry). NULL and *err on
+ * failure. */
+struct srn_peer *srn_shm_peer_new(struct srn_qp *qp, uint32_t dqpn,
+				  bool datagram, int *err)
+{
+	struct srn_peer *p = calloc(1, sizeof(*p));
+
+	*err = -ENOMEM;
+	if (!p)
+		return NULL;
+	p->qp = qp;
+	p->datagram = datagram;
+	p->qp_seg.fd = p->cq_seg.fd = p->tpt_seg.fd = p->srq_seg.fd = -1;
+	p->chan_fd = p->kick_fd = p->conn.fd = -1;
+	*err = srn_shm_ctl_connect(p, dqpn);
+	if (*err) {
+		srn_peer_free(p);
+		return NULL;
+	}
+	p->conn.fn = srn_shm_on_conn;
+	p->conn.priv = p;
+	/* the target's answers wake the progress thread (srn_shm_on_conn) */
+	*err = srn_progress_add(&p->conn, EPOLLRDHUP | EPOLLIN | EPOLLET);
+	if (*err) {
+		srn_peer_free(p);
+		return NULL;
+	}
+	return p;
+}
+
+/* The inverse: BYE, then the connection closes. */
+void srn_shm_peer_del(struct srn_peer *p)
+{
+	srn_progress_del(&p->conn);
+	srn_ctl_bye(p->conn.fd);
+	srn_peer_free(p);
 }

@@ -9,6 +9,7 @@
  * the target by writing its CQ and asking its progress thread to move its
  * QP to ERR (srn_resp_error).
  */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <sys/uio.h>
 
@@ -216,6 +217,8 @@ void srn_resp_complete(struct srn_peer *p, const struct srn_rwqe *rw,
 		c.imm_data = w->imm_data; /* invalidated_rkey, host order */
 		c.wc_flags |= IBV_WC_WITH_INV;
 	}
+	if (status == IBV_WC_SUCCESS && p->datagram)
+		c.wc_flags |= IBV_WC_GRH; /* the GRH starts the buffer */
 	if (status != IBV_WC_SUCCESS)
 		c.vendor_err = status;
 	if (w->send_flags & IBV_SEND_SOLICITED)
@@ -235,4 +238,60 @@ void srn_resp_error(struct srn_peer *p)
 	__atomic_fetch_or(&p->tqp->err_req, SRN_ERRREQ_REMOTE,
 			  __ATOMIC_RELEASE);
 	srn_kick_fd(p->kick_fd);
+}
+
+/* ---- memory that lives only in the target process ---- */
+
+/*
+ * Copies between local iovecs and one range of the target process that
+ * could not be mapped (write: local -> remote). Needs ptrace permission
+ * over the target (same user, no stricter Yama policy); -EACCES without.
+ */
+int srn_pvm_copy(struct srn_peer *p, const struct iovec *local, unsigned n,
+		 const struct iovec *remote, bool write)
+{
+	ssize_t k = write ? process_vm_writev(p->pid, local, n, remote, 1, 0) :
+			    process_vm_readv(p->pid, local, n, remote, 1, 0);
+
+	if (k == (ssize_t)remote->iov_len)
+		return 0;
+	if (k < 0 && errno == ESRCH)
+		return -ECONNRESET; /* the target is gone */
+	return -EACCES;
+}
+
+/* Scatters src over the receive SGEs dst; those marked in pvm_mask live
+ * only in the target process and are written with process_vm_writev. */
+int srn_pvm_scatter(struct srn_peer *p, const struct iovec *dst, unsigned nd,
+		    uint32_t pvm_mask, const struct iovec *src, unsigned ns)
+{
+	unsigned si = 0;
+	size_t soff = 0;
+
+	for (unsigned di = 0; di < nd && si < ns; di++) {
+		struct iovec part[SRN_MAX_SGE], d = dst[di];
+		size_t need = d.iov_len;
+		unsigned np = 0;
+
+		while (need && si < ns && np < SRN_MAX_SGE) {
+			size_t k = src[si].iov_len - soff;
+
+			k = k < need ? k : need;
+			part[np++] =
+				(struct iovec){ (char *)src[si].iov_base + soff,
+						k };
+			need -= k;
+			soff += k;
+			if (soff == src[si].iov_len) {
+				si++;
+				soff = 0;
+			}
+		}
+		d.iov_len -= need;
+		if (!(pvm_mask & (1u << di)))
+			srn_iov_copy(&d, 1, part, np);
+		else if (d.iov_len && srn_pvm_copy(p, part, np, &d, true))
+			return -EACCES;
+	}
+	return 0;
 }

@@ -26,61 +26,6 @@
 #include "transport/shm/shm.h"
 #include "engine/transport.h"
 
-/*
- * Copies between local iovecs and one range of the target process that
- * could not be mapped (write: local -> remote). Needs ptrace permission
- * over the target (same user, no stricter Yama policy); -EACCES without.
- */
-static int srn_pvm_copy(struct srn_peer *p, const struct iovec *local,
-			unsigned n, const struct iovec *remote, bool write)
-{
-	ssize_t k = write ? process_vm_writev(p->pid, local, n, remote, 1, 0) :
-			    process_vm_readv(p->pid, local, n, remote, 1, 0);
-
-	if (k == (ssize_t)remote->iov_len)
-		return 0;
-	if (k < 0 && errno == ESRCH)
-		return -ECONNRESET; /* the target is gone */
-	return -EACCES;
-}
-
-/* Scatters src over the receive SGEs dst; those marked in pvm_mask live
- * only in the target process and are written with process_vm_writev. */
-static int srn_pvm_scatter(struct srn_peer *p, const struct iovec *dst,
-			   unsigned nd, uint32_t pvm_mask,
-			   const struct iovec *src, unsigned ns)
-{
-	unsigned si = 0;
-	size_t soff = 0;
-
-	for (unsigned di = 0; di < nd && si < ns; di++) {
-		struct iovec part[SRN_MAX_SGE], d = dst[di];
-		size_t need = d.iov_len;
-		unsigned np = 0;
-
-		while (need && si < ns && np < SRN_MAX_SGE) {
-			size_t k = src[si].iov_len - soff;
-
-			k = k < need ? k : need;
-			part[np++] =
-				(struct iovec){ (char *)src[si].iov_base + soff,
-						k };
-			need -= k;
-			soff += k;
-			if (soff == src[si].iov_len) {
-				si++;
-				soff = 0;
-			}
-		}
-		d.iov_len -= need;
-		if (!(pvm_mask & (1u << di)))
-			srn_iov_copy(&d, 1, part, np);
-		else if (d.iov_len && srn_pvm_copy(p, part, np, &d, true))
-			return -EACCES;
-	}
-	return 0;
-}
-
 /* Maps an error of srn_resp_mr to the requester's completion status. */
 static int srn_remote_fail(struct srn_peer *p, int err,
 			   enum ibv_wc_status *status, enum srn_stall *stall)
@@ -389,83 +334,14 @@ static int srn_shm_execute(struct srn_qp *qp, const struct srn_swqe *w,
 
 /* ---- connection ---- */
 
-static void srn_peer_free(struct srn_peer *p)
-{
-	srn_peer_unmap_all(p);
-	srn_seg_unmap(&p->qp_seg);
-	srn_seg_unmap(&p->cq_seg);
-	srn_seg_unmap(&p->tpt_seg);
-	srn_seg_unmap(&p->srq_seg);
-	if (p->chan_fd >= 0)
-		close(p->chan_fd);
-	if (p->kick_fd >= 0)
-		close(p->kick_fd);
-	if (p->conn.fd >= 0)
-		close(p->conn.fd);
-	free(p);
-}
-
-/* Progress thread: the target's end of the connection hung up. Before the
- * handshake, that is no death of a peer: a device would only time out. */
-static void srn_shm_on_hup(struct srn_pollable *pl, uint32_t events)
-{
-	struct srn_peer *p = pl->priv;
-	struct srn_ctl_hdr h;
-	/* acquire: pairs with the release in srn_shm_up */
-	unsigned how = atomic_load_explicit(&p->up, memory_order_acquire) ?
-			       SRN_PEER_DEAD :
-			       SRN_PEER_CLOSED;
-
-	while (recv(pl->fd, &h, sizeof(h), MSG_DONTWAIT) >= (ssize_t)sizeof(h))
-		if (h.magic == SRN_CTL_MAGIC && h.type == SRN_CTL_BYE)
-			how = SRN_PEER_CLOSED;
-	srn_progress_del(pl);
-	/* release: pairs with the acquire in srn_shm_execute */
-	atomic_store_explicit(&p->gone, how, memory_order_release);
-	if (how == SRN_PEER_DEAD) {
-		srn_warn("QP 0x%06x: peer process %d (QP 0x%06x) died",
-			 p->qp->ibqpx.qp_base.qp_num, (int)p->pid, p->qpn);
-		srn_qp_async_fatal(p->qp);
-	} else {
-		srn_progress_request_retry(); /* what waits times out */
-	}
-}
-
-/* Progress thread: the control connection to the target has news. Data
- * (edge-triggered EPOLLIN) is an answer to CONNECT_REQ or MR_REQ that the
- * retry of stalled send queues may be waiting for (srn_shm_ctl_retry,
- * srn_shm_mr_fetch): let it run. */
-static void srn_shm_on_conn(struct srn_pollable *pl, uint32_t events)
-{
-	if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
-		srn_shm_on_hup(pl, events);
-	else
-		srn_progress_request_retry();
-}
-
 static int srn_shm_connect(struct srn_qp *qp, const struct ibv_qp_attr *attr)
 {
-	struct srn_peer *p = calloc(1, sizeof(*p));
 	int err;
+	struct srn_peer *p =
+		srn_shm_peer_new(qp, attr->dest_qp_num, false, &err);
 
 	if (!p)
-		return -ENOMEM;
-	p->qp = qp;
-	p->qp_seg.fd = p->cq_seg.fd = p->tpt_seg.fd = p->srq_seg.fd = -1;
-	p->chan_fd = p->kick_fd = p->conn.fd = -1;
-	err = srn_shm_ctl_connect(p, attr->dest_qp_num);
-	if (err) {
-		srn_peer_free(p);
 		return err;
-	}
-	p->conn.fn = srn_shm_on_conn;
-	p->conn.priv = p;
-	/* the target's answers wake the progress thread (srn_shm_on_conn) */
-	err = srn_progress_add(&p->conn, EPOLLRDHUP | EPOLLIN | EPOLLET);
-	if (err) {
-		srn_peer_free(p);
-		return err;
-	}
 	qp->tpriv = p;
 	return 0;
 }
@@ -476,9 +352,7 @@ static void srn_shm_disconnect(struct srn_qp *qp)
 
 	if (!p)
 		return;
-	srn_progress_del(&p->conn);
-	srn_ctl_bye(p->conn.fd);
-	srn_peer_free(p);
+	srn_shm_peer_del(p);
 	qp->tpriv = NULL;
 }
 
@@ -509,5 +383,7 @@ static const struct srn_transport_ops srn_shm_transport_ops = {
 	.execute = srn_shm_execute,
 	.describe = srn_shm_describe,
 	.direct_map = srn_shm_direct_map,
+	.ud_send = srn_shm_ud_send,
+	.ud_close = srn_shm_ud_close,
 };
 SRN_TRANSPORT_REGISTER(srn_shm_transport_ops)

@@ -1,0 +1,172 @@
+// SPDX-License-Identifier: MIT
+/*
+ * softrnic — UD datagrams to QPs of this host, placed by the sender (the
+ * target's CPU is not needed, as for an RC SEND).
+ *
+ * A UD QP keeps up to SRN_SHM_UD_PEERS destinations (srn_peer, the same
+ * mapped view of a target QP that an RC connection has, made with a
+ * CONNECT_REQ the target accepts from any QP of a process the kernel
+ * vouches for), the oldest evicted first. A datagram checks the target's
+ * type, state and Q_Key, takes a receive WQE from its ring, writes the
+ * GRH and the payload into its buffer and the receive CQE into its CQ.
+ * Whatever fails at the target (no receive WQE, a wrong Q_Key, a target
+ * that is not ready or gone) drops the datagram; the sender completes
+ * with success, as UD does. Nothing here waits for the target except the
+ * first handshake with it, in an application thread.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include "transport/shm/shm.h"
+
+#define SRN_SHM_UD_PEERS 16
+
+struct srn_shm_ud {
+	struct srn_peer *peer[SRN_SHM_UD_PEERS];
+	unsigned next; /* the slot taken next (the oldest) */
+};
+
+static struct srn_shm_ud *srn_shm_ud_get(struct srn_qp *qp)
+{
+	struct srn_shm_ud **u = (struct srn_shm_ud **)srn_ud_slot(qp, "shm");
+
+	if (!*u)
+		*u = calloc(1, sizeof(**u));
+	return *u;
+}
+
+/* The peer for QP dqpn: met before and still there, or a new one (the
+ * oldest goes). NULL: none can be made now (the datagram is lost). */
+static struct srn_peer *srn_shm_ud_peer(struct srn_qp *qp, uint32_t dqpn)
+{
+	struct srn_shm_ud *u = srn_shm_ud_get(qp);
+	struct srn_peer *p;
+	int err;
+
+	if (!u)
+		return NULL;
+	for (unsigned i = 0; i < SRN_SHM_UD_PEERS; i++) {
+		p = u->peer[i];
+		if (!p || p->qpn != dqpn)
+			continue;
+		/* acquire: pairs with the release in srn_shm_on_hup */
+		if (!atomic_load_explicit(&p->gone, memory_order_acquire))
+			return p;
+		srn_shm_peer_del(p); /* gone: a new QP may have its QPN */
+		u->peer[i] = NULL;
+	}
+	p = srn_shm_peer_new(qp, dqpn, true, &err);
+	if (!p)
+		return NULL;
+	if (u->peer[u->next])
+		srn_shm_peer_del(u->peer[u->next]);
+	u->peer[u->next] = p;
+	u->next = (u->next + 1) % SRN_SHM_UD_PEERS;
+	return p;
+}
+
+/* May the target take a datagram with this Q_Key now? */
+static bool srn_shm_ud_open_to(struct srn_peer *p, uint32_t qkey)
+{
+	/* acquire: pairs with the release in srn_qp_set_state */
+	uint32_t st = __atomic_load_n(&p->tqp->state, __ATOMIC_ACQUIRE);
+
+	/* relaxed: written once at creation, before the segment was
+	 * passed; acquire: pairs with the release in srn_qp_apply_attr */
+	return __atomic_load_n(&p->tqp->qp_type, __ATOMIC_RELAXED) ==
+		       IBV_QPT_UD &&
+	       (st == IBV_QPS_RTR || st == IBV_QPS_RTS || st == IBV_QPS_SQD) &&
+	       __atomic_load_n(&p->tqp->qkey, __ATOMIC_ACQUIRE) == qkey;
+}
+
+/* Places GRH and payload into the receive WQE rw, taken at the target:
+ * the status its completion gets. */
+static enum ibv_wc_status srn_shm_ud_place(struct srn_peer *p,
+					   const struct srn_rwqe *rw,
+					   const uint8_t *grh,
+					   const struct iovec *src, unsigned ns,
+					   uint64_t len)
+{
+	struct iovec dst[SRN_MAX_SGE], all[1 + SRN_MAX_SGE];
+	uint32_t pvm = 0;
+	uint64_t cap;
+
+	if (srn_resp_recv_sges(p, rw, dst, &cap, &pvm))
+		return IBV_WC_LOC_PROT_ERR;
+	if (cap < SRN_GRH_LEN + len)
+		return IBV_WC_LOC_LEN_ERR;
+	all[0].iov_base = (void *)grh;
+	all[0].iov_len = SRN_GRH_LEN;
+	memcpy(all + 1, src, ns * sizeof(*src));
+	if (!pvm)
+		srn_iov_copy(dst, rw->num_sge, all, 1 + ns);
+	else if (srn_pvm_scatter(p, dst, rw->num_sge, pvm, all, 1 + ns))
+		return IBV_WC_LOC_PROT_ERR;
+	return IBV_WC_SUCCESS;
+}
+
+/* The target's next receive WQE, taken; false: none (dropped). */
+static bool srn_shm_ud_take(struct srn_peer *p, struct srn_rwqe_buf *rb)
+{
+	uint64_t pos;
+
+	do {
+		if (srn_rq_peek(&p->rqv, &rb->w, &pos))
+			return false; /* empty (or a bad entry) */
+	} while (!srn_resp_commit_recv(p, pos));
+	return true;
+}
+
+int srn_shm_ud_send(struct srn_qp *qp, const struct srn_swqe *w,
+		    const struct srn_ud_dest *d, enum ibv_wc_status *status,
+		    enum srn_stall *stall)
+{
+	struct iovec src[SRN_MAX_SGE];
+	uint8_t grh[SRN_GRH_LEN];
+	struct srn_rwqe_buf rb;
+	struct srn_peer *p;
+	enum ibv_wc_status ts;
+	unsigned ns;
+
+	(void)stall;
+	*status = IBV_WC_SUCCESS;
+	if (srn_local_iov(qp, w, 0, src, &ns)) {
+		*status = IBV_WC_LOC_PROT_ERR;
+		return 0;
+	}
+	p = srn_shm_ud_peer(qp, d->qpn);
+	/* acquire: pairs with the release in srn_shm_up */
+	if (p && !atomic_load_explicit(&p->up, memory_order_acquire) &&
+	    srn_shm_ctl_retry(p))
+		return 0; /* not ready (or refused): lost */
+	/* acquire: pairs with the release in srn_shm_on_hup */
+	if (!p || atomic_load_explicit(&p->gone, memory_order_acquire) ||
+	    !srn_shm_ud_open_to(p, d->qkey) || !srn_shm_ud_take(p, &rb))
+		return 0; /* lost, as UD may */
+	srn_grh_build(grh, &srn_device_get()->gid, &d->dgid,
+		      (uint32_t)w->total_len);
+	ts = srn_shm_ud_place(p, &rb.w, grh, src, ns, w->total_len);
+	srn_resp_complete(p, &rb.w, w, IBV_WC_RECV,
+			  (uint32_t)(SRN_GRH_LEN + w->total_len), ts);
+	return 0;
+}
+
+/* The UD QP leaves its send path (RESET, destroy): its destinations go.
+ * sq_lock held. */
+void srn_shm_ud_close(struct srn_qp *qp)
+{
+	struct srn_shm_ud **u;
+
+	if (!qp->ud)
+		return;
+	u = (struct srn_shm_ud **)srn_ud_slot(qp, "shm");
+	if (!*u)
+		return;
+	for (unsigned i = 0; i < SRN_SHM_UD_PEERS; i++)
+		if ((*u)->peer[i])
+			srn_shm_peer_del((*u)->peer[i]);
+	free(*u);
+	*u = NULL;
+}
