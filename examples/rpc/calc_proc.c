@@ -11,7 +11,9 @@
 
 bool_t calc_add_1_svc(calc_pair *arg, int *result, struct svc_req *req)
 {
-	*result = arg->a + arg->b;
+	/* wraps, as the reference server's would: a signed overflow is
+	 * undefined (the fuzzer's UBSan finds it) */
+	*result = (int)((unsigned int)arg->a + (unsigned int)arg->b);
 	return TRUE;
 }
 

@@ -352,6 +352,7 @@ static int t_own_qp(void)
 	struct rdma_cm_event *ev;
 	struct ibv_qp *qp;
 	struct ibv_cq *cq;
+	struct ibv_pd *pd;
 	int mask, tag = 0;
 	enum ibv_qp_state st[] = { IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS };
 
@@ -361,7 +362,8 @@ static int t_own_qp(void)
 	a.send_cq = a.recv_cq = cq;
 	a.cap.max_send_wr = a.cap.max_recv_wr = 4;
 	a.cap.max_send_sge = a.cap.max_recv_sge = 1;
-	qp = ibv_create_qp(ibv_alloc_pd(cli.id->verbs), &a);
+	pd = ibv_alloc_pd(cli.id->verbs);
+	qp = pd ? ibv_create_qp(pd, &a) : NULL;
 	CHECK(cq && qp);
 	p.qp_num = qp->qp_num;
 	CHECK(!rdma_connect(cli.id, &p));
@@ -385,6 +387,7 @@ static int t_own_qp(void)
 	CHECK(!expect(cli.ch, RDMA_CM_EVENT_DISCONNECTED));
 	ibv_destroy_qp(qp);
 	ibv_destroy_cq(cq);
+	ibv_dealloc_pd(pd);
 	teardown(&cli);
 	teardown(&srv);
 	return 0;
