@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -268,12 +269,49 @@ void srn_memreg_set_quiesce(void (*enter)(void), void (*leave)(void))
 	srn_memreg_leave = leave;
 }
 
+/* Writes whole pages into fd. They hold more than the registered buffer
+ * (other heap blocks, a sanitizer's redzones between them): the kernel
+ * copies them, not an instrumented memcpy. */
+static int srn_pages_write(int fd, const void *src, size_t len)
+{
+	size_t off = 0;
+
+	while (off < len) {
+		long k = syscall(SYS_pwrite64, fd, (const char *)src + off,
+				 len - off, (off_t)off);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return k < 0 ? -errno : -EIO;
+		off += (size_t)k;
+	}
+	return 0;
+}
+
+/* The inverse: len bytes of fd from off into dst. */
+static int srn_pages_read(int fd, void *dst, size_t len, uint64_t off)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		long k = syscall(SYS_pread64, fd, (char *)dst + done,
+				 len - done, (off_t)(off + done));
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return k < 0 ? -errno : -EIO;
+		done += (size_t)k;
+	}
+	return 0;
+}
+
 /* Copies private pages into a new memfd and maps it over them in place. */
 static int srn_chunk_remap(struct srn_chunk *c, const struct srn_vma *vmas,
 			   unsigned n)
 {
 	struct stat st;
-	void *tmp;
 	int fd, err = 0;
 
 	fd = memfd_create(SRN_MR_MEMFD_NAME, MFD_CLOEXEC);
@@ -283,20 +321,14 @@ static int srn_chunk_remap(struct srn_chunk *c, const struct srn_vma *vmas,
 		err = -errno;
 		goto out_close;
 	}
-	tmp = mmap(NULL, c->len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (tmp == MAP_FAILED) {
-		err = -errno;
-		goto out_close;
-	}
 	if (srn_memreg_enter)
 		srn_memreg_enter(); /* see srn_memreg_set_quiesce */
-	memcpy(tmp, (void *)c->start, c->len);
-	if (mmap((void *)c->start, c->len, c->prot, MAP_SHARED | MAP_FIXED, fd,
-		 0) == MAP_FAILED)
+	err = srn_pages_write(fd, (void *)c->start, c->len);
+	if (!err && mmap((void *)c->start, c->len, c->prot,
+			 MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED)
 		err = -errno;
 	if (srn_memreg_leave)
 		srn_memreg_leave();
-	munmap(tmp, c->len);
 	if (err)
 		goto out_close;
 	c->fd = fd;
@@ -481,7 +513,9 @@ void srn_memreg_atfork_child(void)
 			copy = mmap(NULL, c->len, PROT_READ | PROT_WRITE,
 				    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 			if (copy != MAP_FAILED) {
-				memcpy(copy, (void *)c->start, c->len);
+				/* the kernel copies (see srn_pages_write) */
+				srn_pages_read(c->fd, copy, c->len,
+					       c->file_off0);
 				mprotect(copy, c->len, c->prot);
 				mremap(copy, c->len, c->len,
 				       MREMAP_MAYMOVE | MREMAP_FIXED,
