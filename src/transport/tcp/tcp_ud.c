@@ -4,7 +4,9 @@
  * side (srn_udp_proto.h).
  *
  * Each process has one UDP socket on port 4791 (SO_REUSEPORT: every
- * process of the host has one), in the progress engine's data set. A
+ * process of the host has one), received on by the progress thread (not
+ * in the data set: a polling application would pay a system call per
+ * empty poll for sockets same-host traffic never uses). A
  * datagram names its destination QPN; the kernel gives it to one of the
  * host's sockets, and if that process does not own the QPN it forwards
  * the datagram to the owner's per-QP unix socket (SRN_UDW_FWD_FMT), once.
@@ -361,7 +363,7 @@ void srn_udp_start(void)
 	}
 	srn_udp_sock.fd = fd;
 	srn_udp_sock.fn = srn_udp_on_sock;
-	if (srn_progress_add_data(&srn_udp_sock, EPOLLIN)) {
+	if (srn_progress_add(&srn_udp_sock, EPOLLIN)) {
 		close(fd);
 		srn_udp_sock.fd = -1;
 	}
@@ -487,7 +489,7 @@ int srn_udp_ud_open(struct srn_qp *qp)
 	}
 	u->fwd.fn = srn_udp_on_fwd;
 	u->fwd.priv = qp;
-	err = srn_progress_add_data(&u->fwd, EPOLLIN);
+	err = srn_progress_add(&u->fwd, EPOLLIN);
 	if (err) {
 		close(u->fwd.fd);
 		free(u);
