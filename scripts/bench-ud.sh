@@ -29,11 +29,14 @@ run() {
 		"$prog" -d softrnic0 -x 0 -F -p $port "$@" 127.0.0.1 >"$work/c" 2>&1
 	wait
 	grep -A1 '#bytes' "$work/c" | tail -n 1
+	# the server's figure on the same line (send_bw: what it received)
+	grep -A1 '#bytes' "$work/s" | tail -n 1 >"$work/srv"
 }
 
 for _ in $(seq 1 "$rounds"); do
 	for c in UD RC; do
 		run auto ib_send_bw -c $c -s 8 -t 128 -D 3 | awk '{print $5}' >>"$work/bw_$c"
+		awk '{print $5}' "$work/srv" >>"$work/rx_$c"
 		run auto ib_send_lat -c $c -s 8 -n 20000 | awk '{print $3}' >>"$work/lat_$c"
 	done
 	run tcp ib_send_bw -c UD -s 8 -t 128 -D 3 | awk '{print $5}' >>"$work/bw_UDnet"
@@ -41,6 +44,7 @@ for _ in $(seq 1 "$rounds"); do
 done
 
 bu=$(med <"$work/bw_UD") br=$(med <"$work/bw_RC") bn=$(med <"$work/bw_UDnet")
+xu=$(med <"$work/rx_UD") xr=$(med <"$work/rx_RC")
 lu=$(med <"$work/lat_UD") lr=$(med <"$work/lat_RC") ln=$(med <"$work/lat_UDnet")
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.2f", a / b; else printf "-"}'; }
 {
@@ -52,9 +56,12 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.2f", a / b; else 
 	echo "3 s; ib_send_lat 8 B, 20000 iterations (typical latency); server"
 	echo "on CPU 0, client on CPU 1."
 	echo
-	echo "| path | send_bw M msg/s | x RC | send_lat typical (us) | x RC |"
-	echo "|---|---|---|---|---|"
-	echo "| RC, shm | $br | 1.00 | $lr | 1.00 |"
-	echo "| UD, shm (sender places) | $bu | $(ratio "$bu" "$br") | $lu | $(ratio "$lu" "$lr") |"
-	echo "| UD, network transport forced (unix datagram sockets) | $bn | $(ratio "$bn" "$br") | $ln | $(ratio "$ln" "$lr") |"
+	echo "send_bw is the client's (sent) rate; a UD datagram that finds no"
+	echo "receive WQE is dropped, so the server's (received) rate is shown too."
+	echo
+	echo "| path | send_bw M msg/s sent | x RC | received | x RC | send_lat typical (us) | x RC |"
+	echo "|---|---|---|---|---|---|---|"
+	echo "| RC, shm | $br | 1.00 | $xr | 1.00 | $lr | 1.00 |"
+	echo "| UD, shm (sender places) | $bu | $(ratio "$bu" "$br") | $xu | $(ratio "$xu" "$xr") | $lu | $(ratio "$lu" "$lr") |"
+	echo "| UD, network transport forced (unix datagram sockets) | $bn | $(ratio "$bn" "$br") | - | - | $ln | $(ratio "$ln" "$lr") |"
 } | tee "$out"
