@@ -162,7 +162,7 @@ static void srn_fill_device_attr(struct ibv_device_attr *a)
 	a->device_cap_flags =
 		IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_CHANGE_PHY_PORT |
 		IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_MEM_WINDOW |
-		IBV_DEVICE_MEM_WINDOW_TYPE_2B;
+		IBV_DEVICE_MEM_WINDOW_TYPE_2B | IBV_DEVICE_XRC;
 	a->max_sge = SRN_MAX_SGE;
 	a->max_sge_rd = SRN_MAX_SGE;
 	a->max_cq = SRN_MAX_CQ;

@@ -366,6 +366,12 @@ static int srn_shm_execute(struct srn_qp *qp, const struct srn_swqe *w,
 		*stall = SRN_STALL_NOT_READY; /* a device would drop it */
 		return -EAGAIN;
 	}
+	if (qp->ibqpx.qp_base.qp_type == IBV_QPT_XRC_SEND) {
+		int rc = srn_shm_xrc_select(p, w, status, stall);
+
+		if (rc <= 0)
+			return rc;
+	}
 	switch (w->opcode) {
 	case IBV_WR_RDMA_WRITE:
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
@@ -392,6 +398,7 @@ static int srn_shm_execute(struct srn_qp *qp, const struct srn_swqe *w,
 static void srn_peer_free(struct srn_peer *p)
 {
 	srn_peer_unmap_all(p);
+	srn_shm_xrc_free(p);
 	srn_seg_unmap(&p->qp_seg);
 	srn_seg_unmap(&p->cq_seg);
 	srn_seg_unmap(&p->tpt_seg);
@@ -445,9 +452,12 @@ static void srn_shm_on_conn(struct srn_pollable *pl, uint32_t events)
 
 static int srn_shm_connect(struct srn_qp *qp, const struct ibv_qp_attr *attr)
 {
-	struct srn_peer *p = calloc(1, sizeof(*p));
+	struct srn_peer *p;
 	int err;
 
+	if (qp->ibqpx.qp_base.qp_type == IBV_QPT_XRC_RECV)
+		return 0; /* a TGT sends nothing: its INI connects to it */
+	p = calloc(1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
 	p->qp = qp;
