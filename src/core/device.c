@@ -218,6 +218,8 @@ int srn_query_device_ex(struct ibv_context *context,
 		IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV |
 		IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ |
 		IBV_ODP_SUPPORT_SRQ_RECV;
+	/* XRC (an INI's requests into a TGT's XRC SRQs): the same paths */
+	ex.xrc_odp_caps = ex.odp_caps.per_transport_caps.rc_odp_caps;
 	memcpy(attr, &ex, attr_size < sizeof(ex) ? attr_size : sizeof(ex));
 	return 0;
 }
