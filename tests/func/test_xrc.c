@@ -313,6 +313,31 @@ static void check_recv(struct ibv_cq *cq, const struct xrc_info *me,
 	      "immediate data");
 }
 
+/* One receive on each SRQ, a second on the first. */
+static void tgt_post_recvs(struct xrc_tgt *tp)
+{
+	struct xrc_tgt t = *tp;
+	uint8_t *b = t.buf;
+
+	for (int i = 0; i < 3; i++) {
+		struct ibv_sge sge = { (uintptr_t)b + 256 * (i + 1), 64,
+				       t.mr->lkey };
+		struct ibv_recv_wr wr = { .sg_list = &sge, .num_sge = 1 }, *bad;
+
+		wr.wr_id = 10 + i;
+		CHECK(!ibv_post_srq_recv(t.srq[i], &wr, &bad), "post srq");
+	}
+	{ /* a second receive on SRQ 0 */
+		struct ibv_sge sge = { (uintptr_t)b + 1024, 64, t.mr->lkey };
+		struct ibv_recv_wr wr = { .wr_id = 20,
+					  .sg_list = &sge,
+					  .num_sge = 1 },
+				   *bad;
+
+		CHECK(!ibv_post_srq_recv(t.srq[0], &wr, &bad), "post srq");
+	}
+}
+
 static int xrc_target(struct chan *c, void *arg)
 {
 	enum xrc_case xc = (enum xrc_case)(uintptr_t)arg;
@@ -337,23 +362,7 @@ static int xrc_target(struct chan *c, void *arg)
 	CHECK(post_send1(t.qp, IBV_WR_SEND, b, 8, t.mr->lkey, 0, 0,
 			 IBV_SEND_SIGNALED, 9) == EINVAL,
 	      "post_send on a TGT QP: EINVAL");
-	for (int i = 0; i < 3; i++) {
-		struct ibv_sge sge = { (uintptr_t)b + 256 * (i + 1), 64,
-				       t.mr->lkey };
-		struct ibv_recv_wr wr = { .sg_list = &sge, .num_sge = 1 }, *bad;
-
-		wr.wr_id = 10 + i;
-		CHECK(!ibv_post_srq_recv(t.srq[i], &wr, &bad), "post srq");
-	}
-	{ /* a second receive on SRQ 0 */
-		struct ibv_sge sge = { (uintptr_t)b + 1024, 64, t.mr->lkey };
-		struct ibv_recv_wr wr = { .wr_id = 20,
-					  .sg_list = &sge,
-					  .num_sge = 1 },
-				   *bad;
-
-		CHECK(!ibv_post_srq_recv(t.srq[0], &wr, &bad), "post srq");
-	}
+	tgt_post_recvs(&t);
 	REQUIRE(!chan_send(c, &me, sizeof(me)) &&
 			!chan_recv(c, &ini, sizeof(ini)),
 		"exchange");
@@ -376,6 +385,43 @@ static int xrc_target(struct chan *c, void *arg)
 	(void)xc;
 	tgt_close(&t);
 	return t_failures;
+}
+
+/* Three SENDs into two SRQs, a WRITE, then a READ of what the first SEND
+ * placed. */
+static void ini_traffic(struct side *s, const struct xrc_info *pp)
+{
+	const struct xrc_info p = *pp;
+	struct ibv_wc wc;
+	uint8_t *b = s->buf;
+
+	memcpy(b, "to-srq0", 7);
+	memcpy(b + 64, "to-srq1", 7);
+	memcpy(b + 128, "again-s0", 8);
+	memcpy(b + 192, "written", 7);
+	CHECK(!post_xrc(s->qp, IBV_WR_SEND, b, 7, s->mr->lkey, p.srqn[0], 0, 0,
+			1) &&
+		      !post_xrc(s->qp, IBV_WR_SEND_WITH_IMM, b + 64, 7,
+				s->mr->lkey, p.srqn[1], 0, 0, 2) &&
+		      !post_xrc(s->qp, IBV_WR_SEND, b + 128, 8, s->mr->lkey,
+				p.srqn[0], 0, 0, 3) &&
+		      !post_xrc(s->qp, IBV_WR_RDMA_WRITE, b + 192, 7,
+				s->mr->lkey, p.srqn[0], p.addr + 2048, p.rkey,
+				4),
+	      "post");
+	for (int i = 1; i <= 4; i++) {
+		CHECK(!poll_one(s->cq, &wc, T), "completion %d", i);
+		CHECK(wc.status == IBV_WC_SUCCESS && wc.wr_id == (uint64_t)i,
+		      "wr %lu: %s", (unsigned long)wc.wr_id,
+		      ibv_wc_status_str(wc.status));
+	}
+	CHECK(!post_xrc(s->qp, IBV_WR_RDMA_READ, b + 512, 7, s->mr->lkey,
+			p.srqn[1], p.addr + 256, p.rkey, 5),
+	      "post READ");
+	CHECK(!poll_one(s->cq, &wc, T) && wc.status == IBV_WC_SUCCESS &&
+		      !memcmp(b + 512, "to-srq0", 7),
+	      "READ back what the first SEND placed: %s",
+	      ibv_wc_status_str(wc.status));
 }
 
 static int xrc_init(struct chan *c, void *arg)
@@ -409,32 +455,7 @@ static int xrc_init(struct chan *c, void *arg)
 		"exchange");
 	REQUIRE(!xrc_connect(s.qp, p.tgt_qpn, &p.gid, false), "INI to RTS");
 	chan_barrier(c); /* 1 */
-	memcpy(b, "to-srq0", 7);
-	memcpy(b + 64, "to-srq1", 7);
-	memcpy(b + 128, "again-s0", 8);
-	memcpy(b + 192, "written", 7);
-	CHECK(!post_xrc(s.qp, IBV_WR_SEND, b, 7, s.mr->lkey, p.srqn[0], 0, 0,
-			1) &&
-		      !post_xrc(s.qp, IBV_WR_SEND_WITH_IMM, b + 64, 7,
-				s.mr->lkey, p.srqn[1], 0, 0, 2) &&
-		      !post_xrc(s.qp, IBV_WR_SEND, b + 128, 8, s.mr->lkey,
-				p.srqn[0], 0, 0, 3) &&
-		      !post_xrc(s.qp, IBV_WR_RDMA_WRITE, b + 192, 7, s.mr->lkey,
-				p.srqn[0], p.addr + 2048, p.rkey, 4),
-	      "post");
-	for (int i = 1; i <= 4; i++) {
-		CHECK(!poll_one(s.cq, &wc, T), "completion %d", i);
-		CHECK(wc.status == IBV_WC_SUCCESS && wc.wr_id == (uint64_t)i,
-		      "wr %lu: %s", (unsigned long)wc.wr_id,
-		      ibv_wc_status_str(wc.status));
-	}
-	CHECK(!post_xrc(s.qp, IBV_WR_RDMA_READ, b + 512, 7, s.mr->lkey,
-			p.srqn[1], p.addr + 256, p.rkey, 5),
-	      "post READ");
-	CHECK(!poll_one(s.cq, &wc, T) && wc.status == IBV_WC_SUCCESS &&
-		      !memcmp(b + 512, "to-srq0", 7),
-	      "READ back what the first SEND placed: %s",
-	      ibv_wc_status_str(wc.status));
+	ini_traffic(&s, &p);
 	chan_barrier(c); /* 2 */
 	CHECK(!post_xrc(s.qp, IBV_WR_SEND, b, 7, s.mr->lkey,
 			xc == XC_OTHER_DOMAIN ? p.srqn[2] : 0, 0, 0, 6),
