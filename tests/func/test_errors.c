@@ -324,10 +324,10 @@ static void verbs_errno_objects(struct side *sp)
 		CHECK(!ibv_create_qp(s.pd, &ia) && errno == EINVAL,
 		      "max_send_wr above the device limit");
 		ia.cap.max_send_wr = 1;
-		ia.qp_type = IBV_QPT_UD;
+		ia.qp_type = IBV_QPT_RAW_PACKET;
 		errno = 0;
 		CHECK(!ibv_create_qp(s.pd, &ia) && errno == EOPNOTSUPP,
-		      "UD is not offered yet");
+		      "raw packet QPs are not offered");
 	}
 	errno = 0;
 	CHECK(!ibv_create_cq(s.ctx, 0, NULL, NULL, 0) && errno == EINVAL,
