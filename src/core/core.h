@@ -402,6 +402,26 @@ uint32_t srn_rq_count(const struct srn_rq_view *v);
 
 struct srn_qp;
 
+/* ---- xrcd.c: XRC domains ---- */
+/* What ibv_open_xrcd returns. Opens of the same file (inode) share one
+ * domain: its id, unique in the process (0: none). */
+struct srn_xrcd {
+	struct ibv_xrcd ibxrcd;
+	struct srn_xrcd_dom *dom;
+	atomic_uint refs; /* XRC SRQs and TGT QPs using it */
+};
+
+static inline struct srn_xrcd *to_sxrcd(struct ibv_xrcd *x)
+{
+	return container_of(x, struct srn_xrcd, ibxrcd);
+}
+
+struct ibv_xrcd *srn_open_xrcd(struct ibv_context *context,
+			       struct ibv_xrcd_init_attr *attr);
+int srn_close_xrcd(struct ibv_xrcd *xrcd);
+uint32_t srn_xrcd_id(const struct srn_xrcd *x);
+extern pthread_mutex_t srn_xrc_lock;
+
 /* ---- srq.c ---- */
 struct srn_srq {
 	struct ibv_srq ibsrq;
@@ -415,6 +435,14 @@ struct srn_srq {
 	struct srn_rq_view rqv;
 	uint32_t max_wr, max_sge;
 	atomic_uint refs;
+	/* XRC SRQ: its domain, CQ and host-unique number (srqn_fd holds
+	 * the number, engine/ctl.c); xrc_link in the process's list of XRC
+	 * SRQs (srn_srq_xrc_find) */
+	struct srn_xrcd *xrcd;
+	struct srn_cq *cq;
+	uint32_t srqn;
+	int srqn_fd;
+	struct srn_list xrc_link;
 };
 
 static inline struct srn_srq *to_ssrq(struct ibv_srq *s)
@@ -424,6 +452,11 @@ static inline struct srn_srq *to_ssrq(struct ibv_srq *s)
 
 int srn_srq_create(struct ibv_pd *ibpd, struct ibv_srq_init_attr *attr,
 		   struct srn_srq **srq_p);
+int srn_srq_create_xrc(struct ibv_srq_init_attr_ex *attr,
+		       struct srn_srq **srq_p);
+void srn_srq_xrc_publish(struct srn_srq *srq, uint32_t srqn, int srqn_fd);
+struct srn_srq *srn_srq_xrc_find(uint32_t srqn);
+int srn_srq_xrc_lookup(uint32_t srqn, uint32_t xrcd_id, struct srn_srq **srq_p);
 int srn_srq_del(struct srn_srq *srq);
 void srn_srq_destroy(struct srn_srq *srq);
 int srn_srq_post(struct srn_srq *srq, struct ibv_recv_wr *wr,
@@ -535,6 +568,9 @@ struct srn_qp {
 	struct srn_pd *pd;
 	struct srn_cq *send_cq, *recv_cq;
 	struct srn_srq *srq;
+	struct srn_xrcd *xrcd; /* XRC TGT: its domain */
+	unsigned opens; /* XRC TGT: ibv_open_qp handles beyond the first
+			 * (srn_xrc_lock) */
 	struct srn_lock sq_lock; /* the requester; taken before rq_lock */
 	struct srn_lock rq_lock;
 	struct srn_lock comp_lock; /* the completer; after the others */
@@ -597,6 +633,21 @@ struct srn_qp {
 	 IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |   \
 	 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_BIND_MW |   \
 	 IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_SEND_WITH_INV)
+
+/* ... and an XRC INI QP: RC's remote operations */
+#define SRN_QP_SEND_OPS_XRC                                               \
+	(IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | \
+	 IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |             \
+	 IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |   \
+	 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+
+/* Does a QP of this type have a receive queue of its own (or an SRQ)?
+ * XRC QPs do not: an XRC TGT's receives go to the SRQ each request
+ * names, an INI receives nothing. */
+static inline bool srn_qp_has_rq(enum ibv_qp_type type)
+{
+	return type != IBV_QPT_XRC_SEND && type != IBV_QPT_XRC_RECV;
+}
 
 #define SRN_PENDING_ERR 1u /* move to ERR */
 #define SRN_PENDING_FATAL 2u /* ... and raise IBV_EVENT_QP_FATAL */

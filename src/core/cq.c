@@ -306,7 +306,7 @@ int srn_cq_del(struct srn_cq *cq)
 	struct srn_context *ctx = cq->ctx;
 
 	/* acquire: pairs with the release of refs in srn_qp_get_refs (a
-	 * QP's put; SRQs hold no CQ reference) */
+	 * QP's put) and srn_srq_destroy (an XRC SRQ's) */
 	if (atomic_load_explicit(&cq->refs, memory_order_acquire))
 		return -EBUSY;
 	pthread_mutex_lock(&ctx->lock);

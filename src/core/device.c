@@ -162,7 +162,7 @@ static void srn_fill_device_attr(struct ibv_device_attr *a)
 	a->device_cap_flags =
 		IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_CHANGE_PHY_PORT |
 		IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_MEM_WINDOW |
-		IBV_DEVICE_MEM_WINDOW_TYPE_2B;
+		IBV_DEVICE_MEM_WINDOW_TYPE_2B | IBV_DEVICE_XRC;
 	a->max_sge = SRN_MAX_SGE;
 	a->max_sge_rd = SRN_MAX_SGE;
 	a->max_cq = SRN_MAX_CQ;
@@ -218,6 +218,8 @@ int srn_query_device_ex(struct ibv_context *context,
 		IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV |
 		IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ |
 		IBV_ODP_SUPPORT_SRQ_RECV;
+	/* XRC (an INI's requests into a TGT's XRC SRQs): the same paths */
+	ex.xrc_odp_caps = ex.odp_caps.per_transport_caps.rc_odp_caps;
 	memcpy(attr, &ex, attr_size < sizeof(ex) ? attr_size : sizeof(ex));
 	return 0;
 }

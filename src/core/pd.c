@@ -154,7 +154,7 @@ void *srn_pd_buf_alloc(struct srn_pd *pd, size_t size, bool *custom_p)
 	void *p = IBV_ALLOCATOR_USE_DEFAULT;
 
 	*custom_p = false;
-	if (pd->alloc)
+	if (pd && pd->alloc) /* an XRC TGT QP has no PD */
 		p = pd->alloc(&pd->ibpd, pd->pd_context, size, 64, 0);
 	if (p == IBV_ALLOCATOR_USE_DEFAULT)
 		return calloc(1, size);

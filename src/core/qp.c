@@ -53,20 +53,21 @@ static int srn_qp_seg_init(struct srn_qp *qp, enum ibv_qp_type type)
 {
 	size_t off = sizeof(struct srn_qp_shm);
 	uint32_t size = srn_pow2(qp->cap.max_recv_wr ? qp->cap.max_recv_wr : 1);
+	bool rq = !qp->srq && srn_qp_has_rq(type);
 	size_t bytes =
-		off + (qp->srq ? 0 : srn_rq_bytes(size, qp->cap.max_recv_sge));
+		off + (rq ? srn_rq_bytes(size, qp->cap.max_recv_sge) : 0);
 	int err = srn_seg_create(&qp->seg, SRN_SEG_QP, bytes, 0);
 
 	if (err)
 		return err;
 	qp->shm = qp->seg.addr;
 	qp->shm->state = IBV_QPS_RESET;
-	qp->shm->pd_handle = qp->pd->handle;
+	qp->shm->pd_handle = qp->pd ? qp->pd->handle : 0;
 	qp->shm->has_srq = !!qp->srq;
-	qp->shm->recv_cq_handle = qp->recv_cq->handle;
+	qp->shm->recv_cq_handle = qp->recv_cq ? qp->recv_cq->handle : 0;
 	qp->shm->qp_type = type;
-	if (qp->srq)
-		return 0;
+	if (!rq)
+		return 0; /* XRC: receives go to the SRQ a request names */
 	/* the ring holds a power of two: that many may be posted, and the
 	 * capability says so (as devices round up) */
 	if (qp->cap.max_recv_wr)
@@ -95,18 +96,27 @@ static struct srn_qp *srn_qp_alloc(struct srn_context *ctx,
 	}
 	qp->ctx = ctx;
 	qp->seg.fd = -1;
-	qp->pd = to_spd(a->pd);
-	qp->send_cq = to_scq(a->send_cq);
-	qp->recv_cq = to_scq(a->recv_cq);
-	qp->srq = a->srq ? to_ssrq(a->srq) : NULL;
 	qp->cap = a->cap;
-	if (qp->srq) {
+	if (a->qp_type == IBV_QPT_XRC_RECV) { /* no PD, CQ or queues */
+		qp->xrcd = to_sxrcd(a->xrcd);
+		memset(&qp->cap, 0, sizeof(qp->cap));
+	} else {
+		qp->pd = to_spd(a->pd);
+		qp->send_cq = to_scq(a->send_cq);
+	}
+	if (a->qp_type != IBV_QPT_XRC_RECV && a->qp_type != IBV_QPT_XRC_SEND)
+		qp->recv_cq = to_scq(a->recv_cq);
+	qp->srq = a->srq && qp->recv_cq ? to_ssrq(a->srq) : NULL;
+	if (!srn_qp_has_rq(a->qp_type)) {
+		qp->cap.max_recv_wr = 0;
+		qp->cap.max_recv_sge = 0;
+	} else if (qp->srq) {
 		qp->cap.max_recv_wr = 0;
 		qp->cap.max_recv_sge = 0;
 	} else if (!qp->cap.max_recv_sge) {
 		qp->cap.max_recv_sge = 1;
 	}
-	if (!qp->cap.max_send_sge)
+	if (!qp->cap.max_send_sge && a->qp_type != IBV_QPT_XRC_RECV)
 		qp->cap.max_send_sge = 1;
 	qp->sq_sig_all = a->sq_sig_all;
 	srn_lock_init(&qp->sq_lock);
@@ -129,6 +139,10 @@ static struct srn_qp *srn_qp_alloc(struct srn_context *ctx,
 /* The ibv_wr_* opcodes a QP of this type runs (send_ops_flags). */
 uint64_t srn_qp_send_ops(enum ibv_qp_type type)
 {
+	if (type == IBV_QPT_XRC_RECV)
+		return 0; /* no send queue */
+	if (type == IBV_QPT_XRC_SEND)
+		return SRN_QP_SEND_OPS_XRC;
 	if (type == IBV_QPT_UD)
 		return SRN_QP_SEND_OPS_UD;
 	return type == IBV_QPT_UC ? SRN_QP_SEND_OPS_UC : SRN_QP_SEND_OPS_RC;
@@ -139,6 +153,14 @@ static uint32_t srn_qp_wr_ops(enum ibv_qp_type type)
 {
 	uint32_t ops = 1u << IBV_WR_SEND | 1u << IBV_WR_SEND_WITH_IMM;
 
+	if (type == IBV_QPT_XRC_RECV)
+		return 0;
+	if (type == IBV_QPT_XRC_SEND) /* RC's remote operations */
+		return ops | 1u << IBV_WR_RDMA_WRITE |
+		       1u << IBV_WR_RDMA_WRITE_WITH_IMM |
+		       1u << IBV_WR_RDMA_READ |
+		       1u << IBV_WR_ATOMIC_CMP_AND_SWP |
+		       1u << IBV_WR_ATOMIC_FETCH_AND_ADD;
 	if (type == IBV_QPT_UD)
 		return ops; /* datagrams: SEND only */
 	ops |= 1u << IBV_WR_RDMA_WRITE | 1u << IBV_WR_RDMA_WRITE_WITH_IMM;
@@ -179,23 +201,38 @@ static void srn_qp_get_refs(struct srn_qp *qp, int delta)
 	if (delta > 0) {
 		/* relaxed: references taken while the caller holds the
 		 * objects; the counts publish nothing (the puts release) */
-		atomic_fetch_add_explicit(&qp->pd->refs, 1,
-					  memory_order_relaxed);
-		atomic_fetch_add_explicit(&qp->send_cq->refs, 1,
-					  memory_order_relaxed);
-		atomic_fetch_add_explicit(&qp->recv_cq->refs, 1,
-					  memory_order_relaxed);
+		if (qp->xrcd)
+			atomic_fetch_add_explicit(&qp->xrcd->refs, 1,
+						  memory_order_relaxed);
+		if (qp->pd) /* relaxed: as above */
+			atomic_fetch_add_explicit(&qp->pd->refs, 1,
+						  memory_order_relaxed);
+		if (qp->send_cq) /* relaxed: as above */
+			atomic_fetch_add_explicit(&qp->send_cq->refs, 1,
+						  memory_order_relaxed);
+		if (qp->recv_cq) /* relaxed: as above */
+			atomic_fetch_add_explicit(&qp->recv_cq->refs, 1,
+						  memory_order_relaxed);
 		if (qp->srq) /* relaxed: as above */
 			atomic_fetch_add_explicit(&qp->srq->refs, 1,
 						  memory_order_relaxed);
 		return;
 	}
 	/* release: our use of each object is over before its count drops;
-	 * pairs with the acquire of refs in ibv_dealloc_pd, srn_cq_del and
-	 * srn_srq_del */
-	atomic_fetch_sub_explicit(&qp->pd->refs, 1, memory_order_release);
-	atomic_fetch_sub_explicit(&qp->send_cq->refs, 1, memory_order_release);
-	atomic_fetch_sub_explicit(&qp->recv_cq->refs, 1, memory_order_release);
+	 * pairs with the acquire of refs in ibv_dealloc_pd, srn_cq_del,
+	 * srn_srq_del and srn_close_xrcd */
+	if (qp->xrcd)
+		atomic_fetch_sub_explicit(&qp->xrcd->refs, 1,
+					  memory_order_release);
+	if (qp->pd) /* release: as above */
+		atomic_fetch_sub_explicit(&qp->pd->refs, 1,
+					  memory_order_release);
+	if (qp->send_cq) /* release: as above */
+		atomic_fetch_sub_explicit(&qp->send_cq->refs, 1,
+					  memory_order_release);
+	if (qp->recv_cq) /* release: as above */
+		atomic_fetch_sub_explicit(&qp->recv_cq->refs, 1,
+					  memory_order_release);
 	if (qp->srq) /* release: pairs with the acquire in srn_srq_del */
 		atomic_fetch_sub_explicit(&qp->srq->refs, 1,
 					  memory_order_release);
@@ -210,17 +247,25 @@ int srn_qp_create(struct srn_context *ctx, struct ibv_qp_init_attr_ex *a,
 
 	if (a->comp_mask &
 	    ~(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS |
-	      IBV_QP_INIT_ATTR_CREATE_FLAGS))
+	      IBV_QP_INIT_ATTR_CREATE_FLAGS | IBV_QP_INIT_ATTR_XRCD))
 		err = -EOPNOTSUPP;
 	else if ((a->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) &&
 		 a->create_flags)
 		err = -EOPNOTSUPP; /* none of the creation flags is offered */
 	else if (a->qp_type != IBV_QPT_RC && a->qp_type != IBV_QPT_UC &&
-		 a->qp_type != IBV_QPT_UD)
+		 a->qp_type != IBV_QPT_UD && a->qp_type != IBV_QPT_XRC_SEND &&
+		 a->qp_type != IBV_QPT_XRC_RECV)
 		err = -EOPNOTSUPP;
 	else if ((a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
 		 (a->send_ops_flags & ~srn_qp_send_ops(a->qp_type)))
 		err = -EOPNOTSUPP; /* an opcode this QP type cannot run */
+	else if (a->qp_type == IBV_QPT_XRC_RECV)
+		err = (a->comp_mask & IBV_QP_INIT_ATTR_XRCD) && a->xrcd ?
+			      0 :
+			      -EINVAL;
+	else if (a->qp_type == IBV_QPT_XRC_SEND)
+		err = a->pd && a->send_cq ? srn_qp_check_cap(&a->cap, true) :
+					    -EINVAL;
 	else if (a->pd && a->send_cq && a->recv_cq)
 		err = srn_qp_check_cap(&a->cap, a->srq);
 	if (err)
@@ -379,7 +424,7 @@ void srn_qp_reset_queues(struct srn_qp *qp)
 	atomic_store_explicit(&qp->pending_err, 0, memory_order_relaxed);
 	atomic_store_explicit(&qp->pending_run, 0, memory_order_relaxed);
 	qp->sq.prod = qp->sq.sent = qp->sq.cons = 0;
-	if (!qp->srq) {
+	if (!qp->srq && qp->rqv.rq) {
 		/* relaxed: only srn_rq_post writes prod, under rq_lock (held) */
 		uint64_t p =
 			__atomic_load_n(&qp->shm->rq.prod, __ATOMIC_RELAXED);

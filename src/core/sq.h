@@ -96,6 +96,9 @@ static inline int srn_sq_push(struct srn_qp *qp, const struct ibv_send_wr *wr)
 	w->inline_len = 0;
 	w->done = 0;
 	w->status = IBV_WC_SUCCESS;
+	w->xrc_srqn = qp->ibqpx.qp_base.qp_type == IBV_QPT_XRC_SEND ?
+			      wr->qp_type.xrc.remote_srqn :
+			      0;
 	if (wr->opcode == IBV_WR_BIND_MW) {
 		w->num_sge = 0;
 		w->bind_mw = wr->bind_mw.mw;

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/core.h"
 
@@ -54,6 +55,8 @@ int srn_srq_create(struct ibv_pd *ibpd, struct ibv_srq_init_attr *attr,
 	srq->ctx = ctx;
 	srq->pd = to_spd(ibpd);
 	srq->seg.fd = -1;
+	srq->srqn_fd = -1;
+	srn_list_init(&srq->xrc_link);
 	srn_lock_init(&srq->lock);
 	pthread_mutex_lock(&ctx->lock);
 	if (ctx->nsrq >= SRN_MAX_SRQ) {
@@ -95,6 +98,34 @@ fail:
 	return err;
 }
 
+/* A new XRC SRQ (ibv_create_srq_ex, IBV_SRQT_XRC): an SRQ of the PD, with
+ * its domain and CQ; no number yet (srn_srq_xrc_publish). 0 or -errno. */
+int srn_srq_create_xrc(struct ibv_srq_init_attr_ex *attr,
+		       struct srn_srq **srq_p)
+{
+	const uint32_t need = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
+			      IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+	struct ibv_srq_init_attr a = { .srq_context = attr->srq_context,
+				       .attr = attr->attr };
+	int err;
+
+	if ((attr->comp_mask & need) != need || !attr->pd || !attr->xrcd ||
+	    !attr->cq)
+		return -EINVAL;
+	err = srn_srq_create(attr->pd, &a, srq_p);
+	if (err)
+		return err;
+	(*srq_p)->xrcd = to_sxrcd(attr->xrcd);
+	(*srq_p)->cq = to_scq(attr->cq);
+	/* relaxed: references taken while the caller holds both; the
+	 * counts publish nothing (the puts in srn_srq_destroy release) */
+	atomic_fetch_add_explicit(&(*srq_p)->xrcd->refs, 1,
+				  memory_order_relaxed);
+	atomic_fetch_add_explicit(&(*srq_p)->cq->refs, 1, memory_order_relaxed);
+	attr->attr = a.attr;
+	return 0;
+}
+
 /* Unlinks an unused SRQ from its context. -EBUSY while QPs use it. */
 int srn_srq_del(struct srn_srq *srq)
 {
@@ -108,6 +139,11 @@ int srn_srq_del(struct srn_srq *srq)
 	srn_list_del(&srq->ctx_link);
 	ctx->nsrq--;
 	pthread_mutex_unlock(&ctx->lock);
+	if (srq->xrcd) { /* no request finds it any more */
+		pthread_mutex_lock(&srn_xrc_lock);
+		srn_list_del(&srq->xrc_link);
+		pthread_mutex_unlock(&srn_xrc_lock);
+	}
 	return 0;
 }
 
@@ -116,6 +152,16 @@ void srn_srq_destroy(struct srn_srq *srq)
 {
 	/* release: pairs with the acquire in ibv_dealloc_pd */
 	atomic_fetch_sub_explicit(&srq->pd->refs, 1, memory_order_release);
+	if (srq->xrcd) {
+		/* release: pairs with the acquire in srn_close_xrcd and
+		 * srn_cq_del */
+		atomic_fetch_sub_explicit(&srq->xrcd->refs, 1,
+					  memory_order_release);
+		atomic_fetch_sub_explicit(&srq->cq->refs, 1,
+					  memory_order_release);
+	}
+	if (srq->srqn_fd >= 0)
+		close(srq->srqn_fd); /* the number is free again */
 	srn_seg_unmap(&srq->seg);
 	free(srq);
 }

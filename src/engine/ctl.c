@@ -49,7 +49,7 @@ struct srn_ctl_conn {
 };
 
 /* Set by transports when the library is loaded, read-only afterwards. */
-static srn_ctl_handler_fn *srn_ctl_handlers[SRN_CTL_STAT_REP + 1];
+static srn_ctl_handler_fn *srn_ctl_handlers[SRN_CTL_XSRQ_REP + 1];
 
 int srn_ctl_handler_set(unsigned type, srn_ctl_handler_fn *fn)
 {
@@ -506,6 +506,43 @@ int srn_ctl_listen(struct srn_qp *qp)
 	if (err)
 		srn_ctl_unlisten(qp);
 	return err;
+}
+
+/* Reserves a host-unique XRC SRQ number: a bound abstract socket
+ * (SRN_CTL_SRQ_SOCK_FMT) holds it until its fd is closed. The fd, or
+ * -errno. */
+int srn_ctl_srqn_reserve(uint32_t *srqn_p)
+{
+	struct sockaddr_un sa;
+	uint32_t n = 0;
+	int fd, err = -EADDRINUSE;
+
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (getrandom(&n, sizeof(n), 0) != sizeof(n))
+		n = (uint32_t)srn_now_ns();
+	for (int i = 0; i < 4096 && err == -EADDRINUSE; i++) {
+		int k;
+
+		n = 0x100 + (n % (0xffffffu - 0x100));
+		memset(&sa, 0, sizeof(sa));
+		sa.sun_family = AF_UNIX;
+		k = snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1,
+			     SRN_CTL_SRQ_SOCK_FMT, n);
+		err = bind(fd, (struct sockaddr *)&sa,
+			   offsetof(struct sockaddr_un, sun_path) + 1 + k) ?
+			      -errno :
+			      0;
+		if (err)
+			n += 7919;
+	}
+	if (err) {
+		close(fd);
+		return err;
+	}
+	*srqn_p = n;
+	return fd;
 }
 
 /* Closes the listener and every accepted connection (with BYE). */

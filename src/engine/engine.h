@@ -122,6 +122,7 @@ int srn_ctl_conn_fd(const struct srn_ctl_conn *c);
 int srn_ctl_conn_attach(struct srn_ctl_conn *c, uint32_t src_qpn, int kick_fd);
 int srn_ctl_listen(struct srn_qp *qp);
 void srn_ctl_unlisten(struct srn_qp *qp);
+int srn_ctl_srqn_reserve(uint32_t *srqn_p);
 void srn_ctl_kick_peers(struct srn_qp *qp);
 int srn_ctl_dial(uint32_t qpn, int timeout_s);
 int srn_ctl_sendmsg(int fd, const void *msg, size_t len, const int *fds,

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * softrnic — the QP state machine (RC, UC, UD).
+ * softrnic — the QP state machine (RC, UC, UD, XRC).
  *
  * srn_qp_check_modify() says whether a transition and its attribute mask
  * are legal (the same table the IB spec and the kernel's verbs core use);
@@ -153,14 +153,41 @@ static const struct srn_qp_trans *srn_qp_trans_get(enum ibv_qp_type type,
 	return &srn_rc_trans[cur][next];
 }
 
+/*
+ * XRC: RC's table, less what the half a QP lacks (IB spec, the kernel's
+ * qp_state_table): an INI QP has no responder (MAX_DEST_RD_ATOMIC,
+ * MIN_RNR_TIMER), a TGT QP no requester (RETRY_CNT, RNR_RETRY,
+ * MAX_QP_RD_ATOMIC). As the kernel's modify_qp_mask, those bits are
+ * ignored when given (perftest gives them to both).
+ */
+static int srn_xrc_ignored(enum ibv_qp_type type)
+{
+	if (type == IBV_QPT_XRC_SEND)
+		return IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+	return IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+}
+
+static struct srn_qp_trans srn_xrc_trans(enum ibv_qp_type type,
+					 enum ibv_qp_state cur,
+					 enum ibv_qp_state next)
+{
+	struct srn_qp_trans t = srn_rc_trans[cur][next];
+
+	t.req &= ~srn_xrc_ignored(type);
+	t.opt &= ~srn_xrc_ignored(type);
+	return t;
+}
+
 /* 0 if moving a QP of this type from cur to next with this mask is
  * legal. */
 int srn_qp_check_modify(enum ibv_qp_state cur, enum ibv_qp_state next,
 			enum ibv_qp_type type, int mask)
 {
 	const struct srn_qp_trans *t;
+	struct srn_qp_trans xt;
 
-	if (type != IBV_QPT_RC && type != IBV_QPT_UC && type != IBV_QPT_UD)
+	if (type != IBV_QPT_RC && type != IBV_QPT_UC && type != IBV_QPT_UD &&
+	    type != IBV_QPT_XRC_SEND && type != IBV_QPT_XRC_RECV)
 		return -EOPNOTSUPP;
 	if (cur > IBV_QPS_ERR || next > IBV_QPS_ERR)
 		return -EINVAL;
@@ -169,7 +196,13 @@ int srn_qp_check_modify(enum ibv_qp_state cur, enum ibv_qp_state next,
 		return (mask & ~(IBV_QP_STATE | IBV_QP_CUR_STATE)) ? -EINVAL :
 								     0;
 	}
-	t = srn_qp_trans_get(type, cur, next);
+	if (type == IBV_QPT_XRC_SEND || type == IBV_QPT_XRC_RECV) {
+		xt = srn_xrc_trans(type, cur, next);
+		t = &xt;
+		mask &= ~srn_xrc_ignored(type);
+	} else {
+		t = srn_qp_trans_get(type, cur, next);
+	}
 	if (!t->valid)
 		return -EINVAL;
 	if ((mask & t->req) != t->req)
@@ -208,8 +241,8 @@ void srn_qp_flush_recv(struct srn_qp *qp)
 {
 	struct srn_rwqe_buf b;
 
-	if (qp->srq)
-		return;
+	if (qp->srq || !qp->rqv.rq)
+		return; /* an SRQ's WQEs, or no RQ (XRC) */
 	while (srn_rq_claim(&qp->rqv, &b.w) != -EAGAIN)
 		srn_comp_recv_flush(qp, b.w.wr_id);
 }

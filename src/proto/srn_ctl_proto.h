@@ -30,8 +30,11 @@
 #include <string.h>
 
 #define SRN_CTL_MAGIC 0x4c43534eu /* "NSCL" */
-#define SRN_CTL_VERSION 2 /* 2: ADOPT is transport-neutral */
+#define SRN_CTL_VERSION 3 /* 2: ADOPT is transport-neutral; 3: XSRQ */
 #define SRN_CTL_SOCK_FMT "softrnic/qp/%06x" /* abstract: leading NUL */
+/* bound (not listening) while an XRC SRQ of that number exists: what makes
+ * XRC SRQ numbers unique on the host */
+#define SRN_CTL_SRQ_SOCK_FMT "softrnic/srq/%06x"
 #define SRN_CTL_MAX_FDS 16
 #define SRN_CTL_QPN_MAX 0xffffffu /* QPNs are 24 bits; 0 is none */
 #define SRN_MR_MAX_CHUNKS 16
@@ -47,6 +50,9 @@ enum srn_ctl_type {
 			    * hand-off) */
 	SRN_CTL_STAT_REQ = 7, /* softrnic stat: how is this QP connected? */
 	SRN_CTL_STAT_REP = 8,
+	SRN_CTL_XSRQ_REQ = 9, /* an XRC SRQ of the target's process, by
+			       * number (XRC INI -> TGT connections) */
+	SRN_CTL_XSRQ_REP = 10,
 };
 
 struct srn_ctl_hdr {
@@ -99,6 +105,35 @@ struct srn_ctl_mr_req {
 	uint32_t rsvd;
 };
 static_assert(sizeof(struct srn_ctl_mr_req) == 24, "mr req size");
+
+/* XSRQ_REQ (only on an attached connection to an XRC TGT QP): the XRC SRQ
+ * numbered srqn, which must be in the TGT QP's XRC domain. The answer's
+ * status: 0 (fds follow), -ENOENT (no such SRQ), -EPERM (another domain's
+ * or not a TGT QP), -EOPNOTSUPP (an SRQ of another context of the
+ * process: its keys are in another TPT). */
+struct srn_ctl_xsrq_req {
+	struct srn_ctl_hdr hdr;
+	uint32_t srqn;
+	uint32_t rsvd;
+};
+static_assert(sizeof(struct srn_ctl_xsrq_req) == 24, "xsrq req size");
+
+/* The fds that follow an XSRQ_REP, in this order (CHANNEL optional). */
+enum srn_ctl_xsrq_fd {
+	SRN_XSRQFD_SRQ = 0, /* SRQ segment */
+	SRN_XSRQFD_CQ = 1, /* the SRQ's CQ segment */
+	SRN_XSRQFD_CHANNEL = 2, /* that CQ's completion channel */
+	SRN_XSRQFD_NR
+};
+
+struct srn_ctl_xsrq_rep {
+	struct srn_ctl_hdr hdr;
+	uint32_t srqn;
+	uint32_t fd_mask; /* bit i set: fd of enum srn_ctl_xsrq_fd i */
+	uint32_t pd_handle; /* the SRQ's PD: keys are checked against it */
+	uint32_t rsvd;
+};
+static_assert(sizeof(struct srn_ctl_xsrq_rep) == 32, "xsrq rep size");
 
 /* One piece of the page span of an MR, backed by one memfd (the fd with
  * the same index follows the message). */
@@ -193,6 +228,10 @@ static inline int srn_ctl_classify(const void *msg, size_t len, unsigned nfds,
 		break;
 	case SRN_CTL_MR_REQ: /* served only to the verified peer */
 		want = sizeof(struct srn_ctl_mr_req);
+		early = false;
+		break;
+	case SRN_CTL_XSRQ_REQ: /* the same */
+		want = sizeof(struct srn_ctl_xsrq_req);
 		early = false;
 		break;
 	case SRN_CTL_BYE:

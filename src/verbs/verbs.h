@@ -29,6 +29,11 @@ struct ibv_qp *srn_create_qp_ex(struct ibv_context *context,
 				struct ibv_qp_init_attr_ex *attr);
 struct ibv_cq_ex *srn_create_cq_ex(struct ibv_context *context,
 				   struct ibv_cq_init_attr_ex *attr);
+struct ibv_qp *srn_open_qp(struct ibv_context *context,
+			   struct ibv_qp_open_attr *attr);
+struct ibv_srq *srn_create_srq_ex(struct ibv_context *context,
+				  struct ibv_srq_init_attr_ex *attr);
+int srn_get_srq_num(struct ibv_srq *srq, uint32_t *srq_num);
 void srn_qpex_init(struct srn_qp *qp, uint64_t send_ops_flags);
 int srn_query_rt_values(struct ibv_context *context,
 			struct ibv_values_ex *values);

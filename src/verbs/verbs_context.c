@@ -66,18 +66,6 @@ static int srn_dealloc_mw(struct ibv_mw *mw)
 	return -srn_mw_dealloc(mw);
 }
 
-static struct ibv_xrcd *srn_open_xrcd(struct ibv_context *context,
-				      struct ibv_xrcd_init_attr *attr)
-{
-	errno = EOPNOTSUPP;
-	return NULL;
-}
-
-static int srn_close_xrcd(struct ibv_xrcd *xrcd)
-{
-	return EOPNOTSUPP;
-}
-
 static void srn_ctx_set_ops(struct srn_context *ctx)
 {
 	struct ibv_context_ops *ops = &ctx->vctx.context.ops;
@@ -106,6 +94,9 @@ static void srn_ctx_set_ops(struct srn_context *ctx)
 	v->query_rt_values = srn_query_rt_values;
 	v->open_xrcd = srn_open_xrcd;
 	v->close_xrcd = srn_close_xrcd;
+	v->create_srq_ex = srn_create_srq_ex;
+	v->get_srq_num = srn_get_srq_num;
+	v->open_qp = srn_open_qp;
 	v->sz = sizeof(*v);
 }
 

@@ -65,10 +65,69 @@ SRN_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *ibqp)
 	return qp->ibqpx.wr_start ? &qp->ibqpx : NULL;
 }
 
+/* ibv_open_qp: another handle on an XRC TGT QP of this context, in the
+ * same XRC domain. The handle is the QP itself; the QP lives until every
+ * handle is destroyed (its creator's included). */
+struct ibv_qp *srn_open_qp(struct ibv_context *context,
+			   struct ibv_qp_open_attr *attr)
+{
+	const uint32_t need = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD |
+			      IBV_QP_OPEN_ATTR_TYPE;
+	struct srn_context *ctx = to_sctx(context);
+	struct srn_qp *found = NULL;
+	struct srn_list *pos;
+
+	if (!attr || (attr->comp_mask & need) != need ||
+	    attr->comp_mask >= IBV_QP_OPEN_ATTR_RESERVED || !attr->xrcd ||
+	    attr->qp_type != IBV_QPT_XRC_RECV) {
+		errno = EINVAL;
+		return NULL;
+	}
+	pthread_mutex_lock(&ctx->lock);
+	srn_list_for_each(pos, &ctx->qps) {
+		struct srn_qp *qp =
+			srn_list_entry(pos, struct srn_qp, ctx_link);
+
+		if (qp->ibqpx.qp_base.qp_num == attr->qp_num && qp->xrcd &&
+		    srn_xrcd_id(qp->xrcd) ==
+			    srn_xrcd_id(to_sxrcd(attr->xrcd))) {
+			found = qp;
+			pthread_mutex_lock(&srn_xrc_lock);
+			qp->opens++;
+			pthread_mutex_unlock(&srn_xrc_lock);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&ctx->lock);
+	if (!found) {
+		errno = ENOENT;
+		return NULL;
+	}
+	return &found->ibqpx.qp_base;
+}
+
+/* An XRC TGT QP opened more than once: drops one handle. */
+static bool srn_qp_close_handle(struct srn_qp *qp)
+{
+	bool more = false;
+
+	if (!qp->xrcd)
+		return false;
+	pthread_mutex_lock(&srn_xrc_lock);
+	if (qp->opens) {
+		qp->opens--;
+		more = true;
+	}
+	pthread_mutex_unlock(&srn_xrc_lock);
+	return more;
+}
+
 SRN_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 {
 	struct srn_qp *qp = to_sqp(ibqp);
 
+	if (srn_qp_close_handle(qp))
+		return 0; /* other handles still use it */
 	srn_ctl_unlisten(qp); /* peers see the hang-up */
 	srn_transport_qp_destroy(qp);
 	/* unlink first: whoever still finds the QP holds ctx->lock or the
@@ -117,8 +176,9 @@ static int srn_qp_transition(struct srn_qp *qp, enum ibv_qp_state cur,
 		srn_req_detach(qp);
 		srn_qp_reset_queues(qp);
 		/* its old completions go too (as libmlx5's cq clean) */
-		srn_cq_clean(qp->send_cq, qp->ibqpx.qp_base.qp_num);
-		if (qp->recv_cq != qp->send_cq)
+		if (qp->send_cq) /* an XRC TGT QP has no CQ */
+			srn_cq_clean(qp->send_cq, qp->ibqpx.qp_base.qp_num);
+		if (qp->recv_cq && qp->recv_cq != qp->send_cq)
 			srn_cq_clean(qp->recv_cq, qp->ibqpx.qp_base.qp_num);
 	}
 	srn_qp_set_state(qp, next);
@@ -192,8 +252,8 @@ static int srn_qp_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	enum ibv_qp_state st;
 	int err = 0;
 
-	if (srn_unlikely(srn_ctx_is_foreign(qp->ctx))) {
-		*bad_wr = wr;
+	if (srn_unlikely(srn_ctx_is_foreign(qp->ctx) || !qp->send_cq)) {
+		*bad_wr = wr; /* an XRC TGT QP has no send queue */
 		return EINVAL;
 	}
 	srn_lock(&qp->sq_lock);
@@ -223,7 +283,9 @@ static int srn_qp_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	enum ibv_qp_state st;
 	int err = 0;
 
-	if (srn_unlikely(qp->srq || srn_ctx_is_foreign(qp->ctx))) {
+	/* an SRQ's QP, or an XRC QP: no receive queue of its own */
+	if (srn_unlikely(qp->srq || !qp->rqv.rq ||
+			 srn_ctx_is_foreign(qp->ctx))) {
 		*bad_wr = wr;
 		return EINVAL;
 	}

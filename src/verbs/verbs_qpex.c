@@ -270,11 +270,17 @@ static void srn_wr_set_ud_addr(struct ibv_qp_ex *x, struct ibv_ah *ah,
 	w->remote_qkey = qkey;
 }
 
-/* An XRC SRQ number: only an XRC INI QP has one (not offered yet). */
-
+/* The XRC SRQ the WQE's message goes to: only an XRC INI QP has one. */
 static void srn_wr_set_xrc_srqn(struct ibv_qp_ex *x, uint32_t srqn)
 {
-	srn_wr_refused(x);
+	struct srn_qp *qp = to_sqpx(x);
+	struct srn_swqe *w = qp->bx_cur;
+
+	if (x->qp_base.qp_type != IBV_QPT_XRC_SEND || !w) {
+		srn_wr_refused(x);
+		return;
+	}
+	w->xrc_srqn = srqn;
 }
 
 /* ---- data ---- */

@@ -22,6 +22,58 @@ SRN_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *ibpd,
 	return &srq->ibsrq;
 }
 
+/* ibv_create_srq_ex: a basic SRQ, or an XRC SRQ with its domain, CQ and
+ * a host-unique number. */
+struct ibv_srq *srn_create_srq_ex(struct ibv_context *context,
+				  struct ibv_srq_init_attr_ex *attr)
+{
+	const uint32_t known = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
+			       IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+	enum ibv_srq_type type = (attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) ?
+					 attr->srq_type :
+					 IBV_SRQT_BASIC;
+	struct srn_srq *srq;
+	uint32_t srqn;
+	int err = 0, fd;
+
+	if (attr->comp_mask & ~known)
+		err = -EOPNOTSUPP;
+	else if (type == IBV_SRQT_BASIC &&
+		 (attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) && attr->pd)
+		return ibv_create_srq(attr->pd,
+				      (struct ibv_srq_init_attr *)attr);
+	else if (type == IBV_SRQT_BASIC)
+		err = -EINVAL;
+	else if (type != IBV_SRQT_XRC)
+		err = -EOPNOTSUPP; /* tag matching */
+	if (!err)
+		err = srn_srq_create_xrc(attr, &srq);
+	if (!err) {
+		fd = srn_ctl_srqn_reserve(&srqn);
+		if (fd < 0) {
+			srn_srq_del(srq);
+			srn_srq_destroy(srq);
+			err = fd;
+		}
+	}
+	if (err) {
+		errno = -err;
+		return NULL;
+	}
+	srn_srq_xrc_publish(srq, srqn, fd);
+	return &srq->ibsrq;
+}
+
+int srn_get_srq_num(struct ibv_srq *ibsrq, uint32_t *srq_num)
+{
+	struct srn_srq *srq = to_ssrq(ibsrq);
+
+	if (!srq->xrcd)
+		return EOPNOTSUPP; /* only an XRC SRQ has a number */
+	*srq_num = srq->srqn;
+	return 0;
+}
+
 SRN_EXPORT int ibv_destroy_srq(struct ibv_srq *ibsrq)
 {
 	struct srn_srq *srq = to_ssrq(ibsrq);
@@ -47,8 +99,10 @@ static void srn_srq_wake_waiters(struct srn_srq *srq)
 		struct srn_qp *qp =
 			srn_list_entry(pos, struct srn_qp, ctx_link);
 
-		if (qp->srq == srq)
-			srn_ctl_kick_peers(qp);
+		if (qp->srq == srq ||
+		    (srq->xrcd && qp->xrcd &&
+		     srn_xrcd_id(qp->xrcd) == srn_xrcd_id(srq->xrcd)))
+			srn_ctl_kick_peers(qp); /* an XRC SRQ: its TGT QPs' */
 	}
 	pthread_mutex_unlock(&ctx->lock);
 }

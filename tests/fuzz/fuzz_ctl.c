@@ -29,12 +29,13 @@ struct rule {
 	bool early; /* allowed before attach */
 };
 
-static const struct rule rules[SRN_CTL_STAT_REP + 1] = {
+static const struct rule rules[SRN_CTL_XSRQ_REP + 1] = {
 	[SRN_CTL_CONNECT_REQ] = { 32, 1, true },
 	[SRN_CTL_MR_REQ] = { 24, 0, false },
 	[SRN_CTL_BYE] = { 16, 0, true },
 	[SRN_CTL_ADOPT] = { 56, 1, true },
 	[SRN_CTL_STAT_REQ] = { 16, 0, true },
+	[SRN_CTL_XSRQ_REQ] = { 24, 0, false },
 };
 
 static uint32_t rd32(const uint8_t *p, size_t off)
@@ -94,7 +95,8 @@ static void verdict(const uint8_t *m, size_t len, unsigned nfds, bool att)
  * only where in[1]'s bits say, the rest of the fields from in[3...]. */
 static void structured(const uint8_t *in, size_t n, unsigned nfds, bool att)
 {
-	static const uint16_t types[] = { 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0xffff };
+	static const uint16_t types[] = { 0, 1, 2, 3,  4,  5,	  6,
+					  7, 8, 9, 10, 11, 0xffff };
 	uint8_t buf[SRN_CTL_MAX_MSG + 17];
 	struct srn_ctl_hdr h = { SRN_CTL_MAGIC, SRN_CTL_VERSION, 0, 0, 0 };
 	uint8_t bits, delta;

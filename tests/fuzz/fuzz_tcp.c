@@ -158,7 +158,7 @@ static size_t frame(struct in *in, uint8_t *out, size_t room)
 	if (h.opcode == SRN_WOP_ATOMIC && (sel & 8))
 		len = sizeof(struct srn_wire_atomic);
 	if (sel & 16)
-		h.rsvd = take(in, 1); /* mostly 0, sometimes not */
+		h.srqn = take(in, 1); /* mostly 0, sometimes not */
 	h.len = len;
 	if (sizeof(h) + len > room)
 		return 0;

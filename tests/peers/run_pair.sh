@@ -17,7 +17,7 @@
 #   - perftest (ib_*): the client prints a results table, a "#bytes" header
 #     followed by a numeric row;
 #   - ibv_*pingpong: both print "... bytes in ... seconds" and "... iters
-#     in ... seconds";
+#     in ... seconds" (ibv_xsrq_pingpong: "success");
 #   - with --expect, the client's or the server's output matches REGEX
 #     (grep -E).
 # If one side fails, the other is given a few seconds and then killed, so
@@ -116,6 +116,7 @@ is_perftest=0
 is_pingpong=0
 case "$(basename "$prog")" in
 ib_*) is_perftest=1 ;;
+ibv_xsrq_pingpong) is_pingpong=2 ;; # prints only "success"
 ibv_*pingpong) is_pingpong=1 ;;
 esac
 if [ $is_perftest = 1 ]; then
@@ -308,6 +309,12 @@ if [ "$complete" = 1 ] && [ $is_pingpong = 1 ]; then
 			problems+=("$side printed no 'bytes in ... seconds' line")
 		grep -q -E '[0-9]+ iters in [0-9.]+ seconds' "$out/$side" ||
 			problems+=("$side printed no 'iters in ... seconds' line")
+	done
+fi
+if [ "$complete" = 1 ] && [ $is_pingpong = 2 ]; then
+	for side in server client; do
+		grep -q -x 'success' "$out/$side" ||
+			problems+=("$side printed no 'success' line")
 	done
 fi
 if [ "$complete" = 1 ] && [ -n "$expect" ] && ! grep -q -E -- "$expect" "$out/client" "$out/server"; then

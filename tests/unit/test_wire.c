@@ -251,7 +251,7 @@ static void test_invalid(void)
 	CHECK(refused(h));
 	h = ok, h.flags = 0x80;
 	CHECK(refused(h));
-	h = ok, h.rsvd = 1;
+	h = ok, h.srqn = 1u << 24; /* over 24 bits */
 	CHECK(refused(h));
 	h = ok, h.ack_psn = 3; /* without SRN_WF_ACK */
 	CHECK(refused(h));

@@ -24,6 +24,17 @@ struct srn_rmr {
 	bool pvm; /* not mapped: reached with process_vm_readv/writev */
 };
 
+/* An XRC SRQ of the TGT's process mapped here (shm_xrc.c). */
+#define SRN_XSRQ_CACHE 8
+struct srn_xsrq {
+	uint32_t srqn; /* 0: free slot */
+	uint32_t pd_handle;
+	struct srn_seg srq_seg, cq_seg;
+	int chan_fd;
+	struct srn_rq_view rqv;
+	struct srn_cq_view cqv;
+};
+
 struct srn_peer {
 	struct srn_qp *qp; /* ours */
 	struct srn_pollable conn; /* to the target QP's listener */
@@ -53,6 +64,8 @@ struct srn_peer {
 	struct srn_rmr rmr[SRN_RMR_CACHE];
 	uint32_t inv_key[SRN_INV_PENDING]; /* keys we invalidated */
 	unsigned inv_next;
+	struct srn_xsrq *xsrq; /* XRC INI: SRN_XSRQ_CACHE slots, or NULL */
+	unsigned xsrq_next;
 	char desc[64]; /* once up */
 	char desc_wait[64]; /* until then */
 };
@@ -99,6 +112,11 @@ bool srn_resp_commit_recv(struct srn_peer *p, uint64_t pos);
 /* shm_mr.c */
 int srn_shm_mr_fetch(struct srn_peer *p, uint32_t key, struct srn_rmr **rmr_p);
 void srn_peer_unmap_all(struct srn_peer *p);
+
+/* shm_xrc.c */
+int srn_shm_xrc_select(struct srn_peer *p, const struct srn_swqe *w,
+		       enum ibv_wc_status *status, enum srn_stall *stall);
+void srn_shm_xrc_free(struct srn_peer *p);
 
 /* shm_direct.c */
 int srn_shm_direct_map(struct srn_qp *qp, uint64_t addr, uint32_t rkey,

@@ -56,12 +56,15 @@ static void srn_shm_on_connect(struct srn_ctl_conn *c,
 		return;
 	}
 	fds[n++] = qp->seg.fd;
-	fds[n++] = qp->recv_cq->seg.fd;
+	if (qp->recv_cq) /* an XRC TGT has none (shm_xrc.c) */
+		fds[n++] = qp->recv_cq->seg.fd;
 	fds[n++] = qp->ctx->tpt_seg.fd;
 	fds[n++] = srn_progress_kick_fd();
-	rep.fd_mask = (1u << SRN_REPFD_QP) | (1u << SRN_REPFD_CQ) |
-		      (1u << SRN_REPFD_TPT) | (1u << SRN_REPFD_KICK);
-	if (qp->recv_cq->chan) {
+	rep.fd_mask = (1u << SRN_REPFD_QP) | (1u << SRN_REPFD_TPT) |
+		      (1u << SRN_REPFD_KICK);
+	if (qp->recv_cq)
+		rep.fd_mask |= 1u << SRN_REPFD_CQ;
+	if (qp->recv_cq && qp->recv_cq->chan) {
 		fds[n++] = qp->recv_cq->chan->ibch.fd;
 		rep.fd_mask |= 1u << SRN_REPFD_CHANNEL;
 	}
@@ -136,9 +139,11 @@ __attribute__((constructor)) static void srn_shm_ctl_init(void)
 /* ---- initiator side ---- */
 
 static int srn_shm_check_rep(const struct srn_ctl_connect_rep *r, ssize_t n,
-			     uint32_t dqpn, unsigned nfds)
+			     uint32_t dqpn, unsigned nfds, bool xrc)
 {
-	const uint32_t need = (1u << SRN_REPFD_QP) | (1u << SRN_REPFD_CQ) |
+	/* an XRC TGT has no CQ: its SRQs' come with each (shm_xrc.c) */
+	const uint32_t need = (1u << SRN_REPFD_QP) |
+			      (xrc ? 0 : 1u << SRN_REPFD_CQ) |
 			      (1u << SRN_REPFD_TPT) | (1u << SRN_REPFD_KICK);
 
 	if (n != (ssize_t)sizeof(*r) || r->hdr.magic != SRN_CTL_MAGIC ||
@@ -187,7 +192,7 @@ static int srn_shm_map_target(struct srn_peer *p,
 	f[SRN_REPFD_CHANNEL] = f[SRN_REPFD_KICK] = -1; /* the peer's now */
 	err = srn_shm_map_one(&p->qp_seg, f, SRN_REPFD_QP, SRN_SEG_QP,
 			      sizeof(struct srn_qp_shm), rw);
-	if (!err)
+	if (!err && f[SRN_REPFD_CQ] >= 0)
 		err = srn_shm_map_one(&p->cq_seg, f, SRN_REPFD_CQ, SRN_SEG_CQ,
 				      sizeof(struct srn_cq_shm), rw);
 	if (!err)
@@ -218,6 +223,12 @@ static int srn_shm_views(struct srn_peer *p, uint32_t dqpn)
 	p->has_srq = __atomic_load_n(&t->has_srq, __ATOMIC_RELAXED);
 	if (t->hdr.id != dqpn || p->has_srq != (p->srq_seg.addr != NULL))
 		return -EPROTO;
+	if (p->qp->ibqpx.qp_base.qp_type == IBV_QPT_XRC_SEND)
+		/* relaxed: as pd_handle; the views come per request */
+		return __atomic_load_n(&t->qp_type, __ATOMIC_RELAXED) ==
+				       IBV_QPT_XRC_RECV ?
+			       0 :
+			       -EPROTO;
 	if (p->has_srq) {
 		struct srn_srq_shm *s = p->srq_seg.addr;
 
@@ -274,7 +285,10 @@ static int srn_shm_take_rep(struct srn_peer *p, bool may_wait)
 	if (n == -ETIMEDOUT || n == -EINTR)
 		return -EINPROGRESS;
 	p->req_out = false;
-	err = n < 0 ? (int)n : srn_shm_check_rep(&rep, n, p->qpn, nfds);
+	err = n < 0 ? (int)n :
+		      srn_shm_check_rep(&rep, n, p->qpn, nfds,
+					p->qp->ibqpx.qp_base.qp_type ==
+						IBV_QPT_XRC_SEND);
 	if (!err) {
 		p->pid = rep.owner_pid;
 		err = srn_shm_map_target(p, &rep, fds);
@@ -391,6 +405,7 @@ int srn_shm_ctl_connect(struct srn_peer *p, uint32_t dqpn)
 static void srn_peer_free(struct srn_peer *p)
 {
 	srn_peer_unmap_all(p);
+	srn_shm_xrc_free(p);
 	srn_seg_unmap(&p->qp_seg);
 	srn_seg_unmap(&p->cq_seg);
 	srn_seg_unmap(&p->tpt_seg);

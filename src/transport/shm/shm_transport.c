@@ -311,6 +311,12 @@ static int srn_shm_execute(struct srn_qp *qp, const struct srn_swqe *w,
 		*stall = SRN_STALL_NOT_READY; /* a device would drop it */
 		return -EAGAIN;
 	}
+	if (qp->ibqpx.qp_base.qp_type == IBV_QPT_XRC_SEND) {
+		int rc = srn_shm_xrc_select(p, w, status, stall);
+
+		if (rc <= 0)
+			return rc;
+	}
 	switch (w->opcode) {
 	case IBV_WR_RDMA_WRITE:
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
@@ -336,10 +342,12 @@ static int srn_shm_execute(struct srn_qp *qp, const struct srn_swqe *w,
 
 static int srn_shm_connect(struct srn_qp *qp, const struct ibv_qp_attr *attr)
 {
+	struct srn_peer *p;
 	int err;
-	struct srn_peer *p =
-		srn_shm_peer_new(qp, attr->dest_qp_num, false, &err);
 
+	if (qp->ibqpx.qp_base.qp_type == IBV_QPT_XRC_RECV)
+		return 0; /* a TGT sends nothing: its INI connects to it */
+	p = srn_shm_peer_new(qp, attr->dest_qp_num, false, &err);
 	if (!p)
 		return err;
 	qp->tpriv = p;

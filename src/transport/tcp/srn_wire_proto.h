@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #define SRN_WIRE_MAGIC 0x57524e53u /* "SRNW" little endian */
-#define SRN_WIRE_VERSION 3
+#define SRN_WIRE_VERSION 4 /* 4: srqn (XRC) */
 #define SRN_WIRE_MAX_PAYLOAD 0x80000000u /* = the port's max_msg_sz */
 
 enum srn_wire_op {
@@ -72,7 +72,8 @@ struct srn_wire_hdr {
 	uint32_t rkey;
 	uint64_t raddr;
 	uint32_t ack_psn; /* with SRN_WF_ACK */
-	uint32_t rsvd; /* 0 */
+	uint32_t srqn; /* requests of an XRC INI QP: the XRC SRQ at the
+			 * target (24 bits); else 0 */
 };
 static_assert(sizeof(struct srn_wire_hdr) == 40, "wire hdr size");
 static_assert(offsetof(struct srn_wire_hdr, raddr) == 24, "raddr offset");

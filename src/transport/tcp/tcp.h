@@ -97,6 +97,9 @@ struct srn_tcp_link {
 	/* responder: the peer's requests */
 	struct srn_rwqe_buf rb;
 	bool have_rwqe;
+	/* an XRC TGT's current request: the XRC SRQ it names (looked up
+	 * again for each of its steps, under the progress lock), or NULL */
+	struct srn_srq *xsrq;
 	bool nak_rnr; /* we NAKed done_psn + 1 (RNR): later requests are
 		       * dropped until it comes again */
 	bool nak_err; /* we NAKed a request with an error: every later one

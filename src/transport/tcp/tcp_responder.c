@@ -69,20 +69,58 @@ static int srn_tcp_answer(struct srn_tcp_link *c, unsigned op, const void *data,
 
 /* ---- requests: where the payload goes ---- */
 
-static struct srn_rq_view *srn_tcp_rq(struct srn_qp *qp)
+/* An XRC TGT QP: the XRC SRQ of its domain the request names (NULL:
+ * none; the request is invalid). Other QPs: NULL. */
+static struct srn_srq *srn_tcp_xsrq(struct srn_tcp_link *c,
+				    const struct srn_wire_hdr *h)
 {
-	return qp->srq ? &qp->srq->rqv : &qp->rqv;
+	struct srn_srq *s;
+
+	if (!c->qp->xrcd ||
+	    srn_srq_xrc_lookup(h->srqn, srn_xrcd_id(c->qp->xrcd), &s))
+		return NULL;
+	return s;
+}
+
+/* Where receives, keys and receive completions of the current request
+ * are: the QP's, or, on an XRC TGT QP, the named SRQ's (its PD, its
+ * context's key table, its CQ). */
+static struct srn_rq_view *srn_tcp_rq(struct srn_tcp_link *c)
+{
+	if (c->qp->xrcd)
+		return c->xsrq ? &c->xsrq->rqv : NULL;
+	return c->qp->srq ? &c->qp->srq->rqv : &c->qp->rqv;
+}
+
+static uint32_t srn_tcp_pd_handle(struct srn_tcp_link *c)
+{
+	return c->xsrq ? c->xsrq->pd->handle : c->qp->pd->handle;
+}
+
+static const struct srn_tpt_shm *srn_tcp_tpt(struct srn_tcp_link *c)
+{
+	return srn_ctx_tpt(c->xsrq ? c->xsrq->ctx : c->qp->ctx);
+}
+
+static struct srn_cq *srn_tcp_recv_cq(struct srn_tcp_link *c)
+{
+	return c->xsrq ? c->xsrq->cq : c->qp->recv_cq;
 }
 
 /* Takes a receive WQE for the current message; -ENOENT: none posted
- * (the request is dropped and NAKed, RNR). */
+ * (the request is dropped and NAKed, RNR), or, on an XRC TGT QP, no SRQ
+ * of its domain by that number (NAKed as an invalid request). */
 static int srn_tcp_take_rwqe(struct srn_tcp_link *c)
 {
-	struct srn_rq_view *v = srn_tcp_rq(c->qp);
+	struct srn_rq_view *v = srn_tcp_rq(c);
 	int err;
 
 	if (c->have_rwqe)
 		return 0;
+	if (!v) {
+		c->ws = SRN_WS_REM_INV_REQ;
+		return -ENOENT;
+	}
 	err = srn_rq_claim(v, &c->rb.w);
 	if (err == -EAGAIN) { /* the requester goes back and retries */
 		c->ws = SRN_WS_RNR;
@@ -91,7 +129,7 @@ static int srn_tcp_take_rwqe(struct srn_tcp_link *c)
 	c->have_rwqe = true;
 	if (err)
 		c->st = IBV_WC_LOC_PROT_ERR;
-	if (c->qp->srq)
+	if (c->qp->srq || c->xsrq)
 		srn_srq_limit_consumed(v, srn_progress_kick_fd());
 	return 0;
 }
@@ -103,9 +141,9 @@ static uint32_t srn_tcp_key(struct srn_tcp_link *c, uint32_t key, uint64_t addr,
 	struct srn_qp *qp = c->qp;
 	struct srn_key_ref ref;
 
-	if (!(qp->attr.qp_access_flags & acc))
+	if (!(qp->attr.qp_access_flags & acc) || (qp->xrcd && !c->xsrq))
 		return SRN_WS_REM_INV_REQ;
-	if (len && srn_rkey_check(srn_ctx_tpt(qp->ctx), key, qp->pd->handle,
+	if (len && srn_rkey_check(srn_tcp_tpt(c), key, srn_tcp_pd_handle(c),
 				  qp->ibqpx.qp_base.qp_num, acc, addr, len,
 				  &ref) != SRN_KEY_OK)
 		return SRN_WS_REM_ACCESS;
@@ -143,9 +181,9 @@ static int srn_tcp_send_sink(struct srn_tcp_link *c,
 		struct srn_key_ref ref;
 
 		if (s->length &&
-		    srn_key_check(srn_ctx_tpt(c->qp->ctx), s->lkey,
-				  c->qp->pd->handle, IBV_ACCESS_LOCAL_WRITE,
-				  s->addr, s->length, &ref) != SRN_KEY_OK) {
+		    srn_key_check(srn_tcp_tpt(c), s->lkey, srn_tcp_pd_handle(c),
+				  IBV_ACCESS_LOCAL_WRITE, s->addr, s->length,
+				  &ref) != SRN_KEY_OK) {
 			c->st = IBV_WC_LOC_PROT_ERR;
 			c->ws = SRN_WS_REM_OP;
 			*niov = 0;
@@ -187,6 +225,11 @@ static int srn_tcp_resp_place(struct srn_tcp_link *c,
 {
 	c->st = IBV_WC_SUCCESS;
 	c->ws = SRN_WS_OK;
+	c->xsrq = srn_tcp_xsrq(c, h);
+	if (h->srqn && !c->qp->xrcd) /* only an XRC TGT takes an SRQ's */
+		c->ws = SRN_WS_REM_INV_REQ;
+	if (c->ws != SRN_WS_OK)
+		return 0;
 	switch (h->opcode) {
 	case SRN_WOP_SEND:
 		return srn_tcp_send_sink(c, h, iov, niov);
@@ -287,8 +330,8 @@ static void srn_tcp_recv_cqe(struct srn_tcp_link *c,
 	if (h->flags & SRN_WF_SOLICITED)
 		q.flags = SRN_CQE_SOLICITED;
 	c->have_rwqe = false;
-	if (srn_cq_post(&c->qp->recv_cq->local, &q))
-		srn_cq_check_overflow(c->qp->recv_cq);
+	if (srn_cq_post(&srn_tcp_recv_cq(c)->local, &q))
+		srn_cq_check_overflow(srn_tcp_recv_cq(c));
 }
 
 static uint32_t srn_tcp_atomic(struct srn_tcp_link *c,
@@ -333,6 +376,9 @@ int srn_tcp_resp_on_msg(struct srn_tcp_link *c, const struct srn_wire_hdr *h)
 	if (c->skip)
 		return 0; /* dropped: the requester sends it again */
 	c->nak_rnr = false;
+	c->xsrq = srn_tcp_xsrq(c, h); /* still there? */
+	if (c->qp->xrcd && !c->xsrq && c->have_rwqe)
+		c->have_rwqe = false; /* its SRQ went: nowhere to complete */
 	switch (h->opcode) {
 	case SRN_WOP_SEND:
 		if (c->have_rwqe)
@@ -348,7 +394,8 @@ int srn_tcp_resp_on_msg(struct srn_tcp_link *c, const struct srn_wire_hdr *h)
 					     h->len, 0);
 		break;
 	default:
-		c->ws = srn_tcp_atomic(c, h, &old);
+		if (c->ws == SRN_WS_OK) /* else refused at its header */
+			c->ws = srn_tcp_atomic(c, h, &old);
 		if (c->ws == SRN_WS_OK)
 			err = srn_tcp_answer(c, SRN_WOP_ATOMIC_RESP, NULL, 0,
 					     old);

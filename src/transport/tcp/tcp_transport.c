@@ -82,6 +82,7 @@ static void srn_tcp_req_hdr(const struct srn_swqe *w, struct srn_wire_hdr *h)
 		h->flags |= SRN_WF_SOLICITED;
 	h->rkey = w->rkey;
 	h->raddr = w->remote_addr;
+	h->srqn = w->xrc_srqn & 0xffffffu; /* 0 but for an XRC INI QP */
 }
 
 static bool srn_tcp_wants_answer(const struct srn_swqe *w)

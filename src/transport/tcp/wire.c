@@ -72,8 +72,10 @@ int64_t srn_wire_hdr_check(const struct srn_wire_hdr *h)
 		return -EPROTO;
 	if (!h->opcode || h->opcode >= SRN_WOP_NR)
 		return -EPROTO;
-	if ((h->flags & ~SRN_WF_ALL) || h->rsvd)
+	if (h->flags & ~SRN_WF_ALL)
 		return -EPROTO;
+	if (h->srqn > 0xffffffu || (h->srqn && !srn_wire_is_request(h->opcode)))
+		return -EPROTO; /* an XRC SRQ number names a request's SRQ */
 	if ((h->flags & SRN_WF_ACK) ? h->opcode == SRN_WOP_HELLO ||
 					      h->opcode == SRN_WOP_HELLO_ACK :
 				      h->ack_psn != 0)
