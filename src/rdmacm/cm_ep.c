@@ -80,6 +80,47 @@ static void srn_cm_ai_types(struct rdma_addrinfo *rai,
 		rai->ai_port_space = RDMA_PS_UDP;
 }
 
+static int srn_cm_ai_dup(struct sockaddr **to_p, socklen_t *len_p,
+			 const struct sockaddr *from, socklen_t len)
+{
+	if (!len || !from)
+		return 0;
+	*to_p = malloc(len);
+	if (!*to_p)
+		return -ENOMEM;
+	memcpy(*to_p, from, len);
+	*len_p = len;
+	return 0;
+}
+
+/* Neither node nor service: the hints' addresses themselves (pyverbs'
+ * AddrInfo(src=...) gives its source so). */
+static int srn_cm_ai_hints(const struct rdma_addrinfo *hints,
+			   struct rdma_addrinfo **res)
+{
+	struct rdma_addrinfo *rai = calloc(1, sizeof(*rai));
+	const struct sockaddr *sa = hints->ai_src_addr ? hints->ai_src_addr :
+							 hints->ai_dst_addr;
+	int ret;
+
+	if (!rai)
+		return srn_cm_err(-ENOMEM);
+	rai->ai_flags = hints->ai_flags;
+	rai->ai_family = sa->sa_family;
+	srn_cm_ai_types(rai, hints);
+	ret = srn_cm_ai_dup(&rai->ai_src_addr, &rai->ai_src_len,
+			    hints->ai_src_addr, hints->ai_src_len);
+	if (!ret)
+		ret = srn_cm_ai_dup(&rai->ai_dst_addr, &rai->ai_dst_len,
+				    hints->ai_dst_addr, hints->ai_dst_len);
+	if (ret) {
+		rdma_freeaddrinfo(rai);
+		return srn_cm_err(ret);
+	}
+	*res = rai;
+	return 0;
+}
+
 /* Returns 0, a getaddrinfo code (EAI_*), or -1 with errno, as rdma-core. */
 SRN_EXPORT int rdma_getaddrinfo(const char *node, const char *service,
 				const struct rdma_addrinfo *hints,
@@ -89,6 +130,10 @@ SRN_EXPORT int rdma_getaddrinfo(const char *node, const char *service,
 	struct rdma_addrinfo *rai;
 	int ret;
 
+	if (res && !node && !service && hints &&
+	    ((hints->ai_src_addr && hints->ai_src_len) ||
+	     (hints->ai_dst_addr && hints->ai_dst_len)))
+		return srn_cm_ai_hints(hints, res);
 	if (!res || (!node && !service))
 		return srn_cm_err(-EINVAL);
 	if (hints) {
