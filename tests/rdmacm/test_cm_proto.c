@@ -106,7 +106,15 @@ static int t_check(void)
 	CHECK(srn_cm_msg_check(&m, sizeof(m)));
 	m = g, m.qp_type = 3;
 	CHECK(srn_cm_msg_check(&m, sizeof(m)));
-	m = g, m.ps = htobe16(0x0002);
+	m = g, m.ps = htobe16(0x0003);
+	CHECK(srn_cm_msg_check(&m, sizeof(m)));
+	/* SIDR: a UD REQ of the UDP and IPoIB port spaces, 180 bytes */
+	m = g, m.ps = htobe16(SRN_CM_PS_UDP), m.qp_type = SRN_CM_QPT_UD;
+	m.pdata_len = SRN_CM_PDATA_SIDR_REQ;
+	CHECK(!srn_cm_msg_check(&m, sizeof(m)));
+	m.ps = htobe16(SRN_CM_PS_IPOIB);
+	CHECK(!srn_cm_msg_check(&m, sizeof(m)));
+	m.pdata_len++;
 	CHECK(srn_cm_msg_check(&m, sizeof(m)));
 	for (i = 0; i < 2000000; i++) {
 		uint8_t *b = (uint8_t *)&m;
