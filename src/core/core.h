@@ -41,6 +41,11 @@
 #define SRN_MAX_SRQ_WR 16384
 #define SRN_MAX_AH 4096
 #define SRN_MAX_RD_ATOM 128
+/* multicast: the groups a process's datagram socket may join (the
+ * kernel's net.ipv4.igmp_max_memberships default) and the QPs attached to
+ * one group in a process (the datagram transport's table) */
+#define SRN_MAX_MCAST_GRP 20
+#define SRN_MAX_MCAST_QP_ATTACH 64
 #define SRN_MAX_MSG_SZ 0x80000000u
 #define SRN_GID_TBL_LEN 16
 #define SRN_VENDOR_ID 0x5352ee /* none of Mellanox, Amazon, Intel, ... */

@@ -176,6 +176,10 @@ static void srn_fill_device_attr(struct ibv_device_attr *a)
 	a->max_qp_init_rd_atom = SRN_MAX_RD_ATOM;
 	a->atomic_cap = IBV_ATOMIC_HCA;
 	a->max_ah = SRN_MAX_AH;
+	a->max_mcast_grp = SRN_MAX_MCAST_GRP;
+	a->max_mcast_qp_attach = SRN_MAX_MCAST_QP_ATTACH;
+	a->max_total_mcast_qp_attach =
+		SRN_MAX_MCAST_GRP * SRN_MAX_MCAST_QP_ATTACH;
 	a->max_srq = SRN_MAX_SRQ;
 	a->max_srq_wr = SRN_MAX_SRQ_WR;
 	a->max_srq_sge = SRN_MAX_SGE;

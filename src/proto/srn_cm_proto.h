@@ -25,7 +25,7 @@
 #include <stdint.h>
 
 #define SRN_CM_MAGIC 0x4d43534eu /* "NSCM" */
-#define SRN_CM_VERSION 1
+#define SRN_CM_VERSION 2
 #define SRN_CM_PORT_DEFAULT 4790
 /* abstract name (leading NUL) of a listening rdma_cm port: port space
  * (RDMA_PS_*) and port number */
@@ -47,18 +47,33 @@ enum srn_cm_rej_reason {
 	SRN_CM_REJ_CONSUMER_DEFINED = 28,
 };
 
+/*
+ * SIDR (the UD port spaces, IBV_QPT_UD in the REQ): the REQ is a SIDR
+ * REQ, the REP a SIDR REP (the QPN and Q_Key to send to) and the
+ * connection closes after it; no RTU, no DREQ. A REJ is a SIDR REP with a
+ * status, which the active side reports as UNREACHABLE with that status.
+ */
+enum srn_cm_sidr_status {
+	SRN_CM_SIDR_UNSUPPORTED = 1, /* nobody listens on the port */
+	SRN_CM_SIDR_REJECT = 2, /* rdma_reject */
+};
+
 /* Private data limits of the IB CM for each message (REQ of the RDMA
- * port spaces: 92 minus the 36-byte rdma_cm header) */
+ * port spaces: 92 minus the 36-byte rdma_cm header; SIDR REQ: 216 minus
+ * it; SIDR REP: 136) */
 #define SRN_CM_PDATA_REQ 56
 #define SRN_CM_PDATA_REQ_IB 92
+#define SRN_CM_PDATA_SIDR_REQ 180
 #define SRN_CM_PDATA_REP 196
+#define SRN_CM_PDATA_SIDR_REP 136
 #define SRN_CM_PDATA_REJ 148
-#define SRN_CM_PDATA_MAX 208
+#define SRN_CM_PDATA_MAX 204
 
 /* Port spaces and QP types a REQ may name (<rdma/rdma_cma.h>, verbs.h) */
 #define SRN_CM_PS_IB 0x013f
 #define SRN_CM_PS_STREAM 0x0106 /* RDMA_PS_TCP */
 #define SRN_CM_PS_UDP 0x0111
+#define SRN_CM_PS_IPOIB 0x0002
 #define SRN_CM_QPT_RC 2
 #define SRN_CM_QPT_UD 4
 
@@ -82,9 +97,11 @@ struct srn_cm_msg {
 	uint8_t srq;
 	uint16_t reason; /* REJ: enum srn_cm_rej_reason or the consumer's */
 	uint8_t gid[16]; /* REQ, REP: the sender's device GID */
+	uint32_t qkey; /* UD REQ, REP: the sender's QP's Q_Key */
 	uint8_t pdata[SRN_CM_PDATA_MAX];
 };
 static_assert(offsetof(struct srn_cm_msg, gid) == 32, "cm msg header");
+static_assert(offsetof(struct srn_cm_msg, pdata) == 52, "cm msg pdata");
 static_assert(sizeof(struct srn_cm_msg) == 256, "cm msg size");
 #define SRN_CM_MSG_SIZE sizeof(struct srn_cm_msg)
 
@@ -93,6 +110,8 @@ static inline unsigned int srn_cm_pdata_max(unsigned int type, unsigned int ps)
 {
 	switch (type) {
 	case SRN_CM_REQ:
+		if (ps == SRN_CM_PS_UDP || ps == SRN_CM_PS_IPOIB)
+			return SRN_CM_PDATA_SIDR_REQ;
 		return ps == SRN_CM_PS_IB ? SRN_CM_PDATA_REQ_IB :
 					    SRN_CM_PDATA_REQ;
 	case SRN_CM_REP:
@@ -135,7 +154,7 @@ static inline int srn_cm_msg_check(const struct srn_cm_msg *m, size_t len)
 	    (!m->dst_port ||
 	     (m->qp_type != SRN_CM_QPT_RC && m->qp_type != SRN_CM_QPT_UD) ||
 	     (ps != SRN_CM_PS_STREAM && ps != SRN_CM_PS_IB &&
-	      ps != SRN_CM_PS_UDP)))
+	      ps != SRN_CM_PS_UDP && ps != SRN_CM_PS_IPOIB)))
 		return -EBADMSG;
 	return 0;
 }

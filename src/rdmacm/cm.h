@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 #include <rdma/rdma_verbs.h>
@@ -108,14 +109,24 @@ struct srn_cm_id {
 	int unix_fd; /* bound port's hand-off socket, -1 */
 	int backlog, pending; /* listener: REQs not yet delivered */
 	uint16_t port; /* bound rdma_cm port, host order; 0 none */
-	uint8_t req_pdata[SRN_CM_PDATA_REQ_IB]; /* rdma_connect's, for the
-						 * REQ */
+	uint8_t req_pdata[SRN_CM_PDATA_SIDR_REQ]; /* rdma_connect's, for
+						   * the REQ */
 	uint8_t req_plen;
 	struct srn_cm_conn conn;
 	uint8_t tos, ack_timeout;
 	bool own_cqs; /* rdma_create_qp made the CQs */
 	struct ibv_qp_init_attr *ep_attr; /* rdma_create_ep's, passive */
 	struct ibv_pd *ep_pd;
+	struct srn_list mcs; /* struct srn_cm_mc: groups joined */
+};
+
+/* A multicast group an id joined (rdma_join_multicast). */
+struct srn_cm_mc {
+	struct srn_list link; /* srn_cm_id.mcs */
+	struct sockaddr_storage addr;
+	union ibv_gid mgid;
+	void *context;
+	bool attached; /* the id's QP is attached to mgid */
 };
 
 struct srn_cm_global {
@@ -160,6 +171,8 @@ struct srn_cm_id *srn_cm_listener_find(unsigned int ps, uint16_t port);
 int srn_cm_queue(struct srn_cm_id *cid, struct srn_cm_id *owner,
 		 enum rdma_cm_event_type type, int status,
 		 const struct srn_cm_msg *m);
+void srn_cm_ud_ah(struct srn_cm_id *cid, const uint8_t *gid,
+		  struct ibv_ah_attr *ah);
 int srn_cm_queue_act(struct srn_cm_id *cid, enum rdma_cm_event_type type,
 		     int status, const struct srn_cm_msg *m,
 		     enum srn_cm_act act);
@@ -205,5 +218,6 @@ uint16_t srn_cm_service_port(void);
 int srn_cm_qp_attr(struct srn_cm_id *cid, struct ibv_qp_attr *a, int *mask);
 int srn_cm_qp_connect(struct srn_cm_id *cid);
 void srn_cm_qp_error(struct srn_cm_id *cid);
+void srn_cm_mc_drop(struct srn_cm_id *cid, bool free_them);
 
 #endif /* SRN_RDMACM_CM_H */

@@ -49,6 +49,8 @@ static void srn_cm_msg_fill(struct srn_cm_id *cid, struct srn_cm_msg *m,
 	m->flow_control = c->flow_control;
 	m->srq = c->srq;
 	memcpy(m->gid, srn_cm.gid.raw, 16);
+	if (cid->id.qp_type == IBV_QPT_UD)
+		m->qkey = htobe32(RDMA_UDP_QKEY);
 	if (plen)
 		memcpy(m->pdata, pdata, plen);
 	m->pdata_len = plen;
@@ -137,19 +139,31 @@ static int srn_cm_dial(struct srn_cm_id *cid)
 	return ret;
 }
 
+static bool srn_cm_is_ud(const struct srn_cm_id *cid)
+{
+	return cid->id.qp_type == IBV_QPT_UD;
+}
+
+/* The REQ's private data limit: SIDR for UD, else by port space. */
+static unsigned int srn_cm_req_pmax(const struct srn_cm_id *cid)
+{
+	if (srn_cm_is_ud(cid))
+		return SRN_CM_PDATA_SIDR_REQ;
+	return cid->id.ps == RDMA_PS_IB ? SRN_CM_PDATA_REQ_IB :
+					  SRN_CM_PDATA_REQ;
+}
+
 static int srn_cm_connect_locked(struct srn_cm_id *cid,
 				 const struct rdma_conn_param *p)
 {
 	int ret;
 
-	if (cid->id.qp_type != IBV_QPT_RC)
-		return -EOPNOTSUPP; /* SIDR (UD port space): later */
+	if (cid->id.qp_type != IBV_QPT_RC && !srn_cm_is_ud(cid))
+		return -EOPNOTSUPP;
 	if (cid->state != SRN_CMS_ROUTE_RESOLVED &&
 	    cid->state != SRN_CMS_ADDR_RESOLVED)
 		return -EINVAL;
-	ret = srn_cm_param(cid, p,
-			   cid->id.ps == RDMA_PS_IB ? SRN_CM_PDATA_REQ_IB :
-						      SRN_CM_PDATA_REQ);
+	ret = srn_cm_param(cid, p, srn_cm_req_pmax(cid));
 	if (ret)
 		return ret;
 	if (!cid->conn.psn)
@@ -191,7 +205,10 @@ static void srn_cm_dial_failed(struct srn_cm_id *cid, int err)
 	srn_cm_close_conn(cid);
 	cid->state = SRN_CMS_FAILED;
 	srn_dbg("rdmacm: dial failed: %s", strerror(-err));
-	if (err == -ECONNREFUSED)
+	if (err == -ECONNREFUSED && srn_cm_is_ud(cid))
+		srn_cm_queue(cid, cid, RDMA_CM_EVENT_UNREACHABLE,
+			     SRN_CM_SIDR_UNSUPPORTED, NULL);
+	else if (err == -ECONNREFUSED)
 		srn_cm_queue(cid, cid, RDMA_CM_EVENT_REJECTED,
 			     SRN_CM_REJ_INVALID_SERVICE_ID, NULL);
 	else
@@ -311,10 +328,14 @@ static int srn_cm_accept_locked(struct srn_cm_id *cid,
 
 	if (cid->state != SRN_CMS_REQ_RCVD)
 		return -EINVAL;
-	ret = srn_cm_param(cid, p, SRN_CM_PDATA_REP);
+	ret = srn_cm_param(cid, p,
+			   srn_cm_is_ud(cid) ? SRN_CM_PDATA_SIDR_REP :
+					       SRN_CM_PDATA_REP);
 	if (ret)
 		return ret;
-	if (cid->id.qp) {
+	if (srn_cm_is_ud(cid) && !cid->conn.qpn)
+		return -EINVAL;
+	if (cid->id.qp && !srn_cm_is_ud(cid)) {
 		ret = srn_cm_qp_connect(cid);
 		if (ret)
 			return ret;
@@ -325,6 +346,12 @@ static int srn_cm_accept_locked(struct srn_cm_id *cid,
 	ret = srn_cm_send(cid, &m);
 	if (ret)
 		return ret;
+	if (srn_cm_is_ud(cid)) {
+		/* the SIDR REP ends the exchange: no RTU, no events here */
+		srn_cm_close_conn(cid);
+		cid->state = SRN_CMS_ESTABLISHED;
+		return 0;
+	}
 	cid->state = SRN_CMS_REP_SENT;
 	return 0;
 }
@@ -342,7 +369,7 @@ SRN_EXPORT int rdma_accept(struct rdma_cm_id *id,
 	pthread_mutex_unlock(&srn_cm.lock);
 	if (ret)
 		return srn_cm_err(ret);
-	return srn_cm_complete(cid);
+	return srn_cm_is_ud(cid) ? 0 : srn_cm_complete(cid);
 }
 
 SRN_EXPORT int rdma_reject(struct rdma_cm_id *id, const void *private_data,
@@ -360,7 +387,9 @@ SRN_EXPORT int rdma_reject(struct rdma_cm_id *id, const void *private_data,
 		ret = -EINVAL;
 	} else {
 		srn_cm_msg_init(&m, SRN_CM_REJ);
-		m.reason = htobe16(SRN_CM_REJ_CONSUMER_DEFINED);
+		m.reason = htobe16(srn_cm_is_ud(cid) ?
+					   SRN_CM_SIDR_REJECT :
+					   SRN_CM_REJ_CONSUMER_DEFINED);
 		memcpy(m.pdata, private_data, private_data_len);
 		m.pdata_len = private_data_len;
 		srn_cm_send(cid, &m);
@@ -415,6 +444,8 @@ static int srn_cm_disconnect_locked(struct srn_cm_id *cid, bool *wait_p)
 	struct srn_cm_msg m;
 
 	*wait_p = false;
+	if (srn_cm_is_ud(cid))
+		return -EINVAL; /* nothing to disconnect */
 	srn_cm_qp_error(cid);
 	switch (cid->state) {
 	case SRN_CMS_ESTABLISHED:
@@ -458,6 +489,12 @@ SRN_EXPORT int rdma_disconnect(struct rdma_cm_id *id)
 static void srn_cm_on_rep(struct srn_cm_id *cid, const struct srn_cm_msg *m)
 {
 	srn_cm_msg_take(cid, m);
+	if (srn_cm_is_ud(cid)) { /* SIDR: the QP is ready since created */
+		srn_cm_close_conn(cid);
+		cid->state = SRN_CMS_ESTABLISHED;
+		srn_cm_queue(cid, cid, RDMA_CM_EVENT_ESTABLISHED, 0, m);
+		return;
+	}
 	cid->state = SRN_CMS_REP_RCVD;
 	if (!cid->id.qp) {
 		srn_cm_queue(cid, cid, RDMA_CM_EVENT_CONNECT_RESPONSE, 0, m);
@@ -507,6 +544,8 @@ static void srn_cm_act(struct srn_cm_event *e)
 
 static void srn_cm_on_rej(struct srn_cm_id *cid, const struct srn_cm_msg *m)
 {
+	unsigned int reason = be16toh(m->reason);
+
 	srn_cm_close_conn(cid);
 	if (cid->state == SRN_CMS_REQ_RCVD && cid->listener) {
 		/* rejected before the application saw it: drop quietly */
@@ -514,7 +553,16 @@ static void srn_cm_on_rej(struct srn_cm_id *cid, const struct srn_cm_msg *m)
 		return;
 	}
 	cid->state = SRN_CMS_FAILED;
-	srn_cm_queue_act(cid, RDMA_CM_EVENT_REJECTED, be16toh(m->reason), m,
+	if (srn_cm_is_ud(cid)) {
+		/* a SIDR REP with a status; the QP stays as it is */
+		srn_cm_queue(cid, cid, RDMA_CM_EVENT_UNREACHABLE,
+			     reason == SRN_CM_REJ_INVALID_SERVICE_ID ?
+				     SRN_CM_SIDR_UNSUPPORTED :
+				     reason,
+			     m);
+		return;
+	}
+	srn_cm_queue_act(cid, RDMA_CM_EVENT_REJECTED, reason, m,
 			 SRN_CM_ACT_QP_ERR);
 }
 
@@ -564,7 +612,8 @@ static void srn_cm_on_lost(struct srn_cm_id *cid, int err)
 			break;
 		cid->state = SRN_CMS_FAILED;
 		srn_cm_queue_act(cid, RDMA_CM_EVENT_UNREACHABLE, err, NULL,
-				 SRN_CM_ACT_QP_ERR);
+				 srn_cm_is_ud(cid) ? SRN_CM_ACT_NONE :
+						     SRN_CM_ACT_QP_ERR);
 		break;
 	case SRN_CMS_REP_SENT:
 		cid->state = SRN_CMS_FAILED;

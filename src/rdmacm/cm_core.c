@@ -203,6 +203,7 @@ struct srn_cm_id *srn_cm_id_new(struct srn_cm_chan *c, void *context,
 	cid->fd = -1;
 	cid->unix_fd = -1;
 	cid->ack_timeout = SRN_CM_DEF_TIMEOUT;
+	srn_list_init(&cid->mcs);
 	pthread_cond_init(&cid->cond, NULL);
 	cid->serial = srn_cm.next_serial++;
 	srn_list_add_tail(&cid->link, &srn_cm.ids);
@@ -363,6 +364,32 @@ void srn_cm_set_act_fn(void (*fn)(struct srn_cm_event *e))
 	srn_cm_act_fn = fn;
 }
 
+/* The address vector to gid (a peer's device GID or a group's MGID). */
+void srn_cm_ud_ah(struct srn_cm_id *cid, const uint8_t *gid,
+		  struct ibv_ah_attr *ah)
+{
+	memset(ah, 0, sizeof(*ah));
+	ah->is_global = 1;
+	ah->port_num = 1;
+	memcpy(ah->grh.dgid.raw, gid, 16);
+	ah->grh.sgid_index = 0;
+	ah->grh.hop_limit = 64;
+	ah->grh.traffic_class = cid->tos;
+}
+
+/* A UD id's event: the peer's QP, Q_Key and address (param.ud). */
+static void srn_cm_fill_ud(struct srn_cm_id *cid, struct srn_cm_event *e,
+			   const struct srn_cm_msg *m)
+{
+	struct rdma_ud_param *u = &e->ev.param.ud;
+
+	u->private_data = m->pdata_len ? e->pdata : NULL;
+	u->private_data_len = m->pdata_len;
+	srn_cm_ud_ah(cid, m->gid, &u->ah_attr);
+	u->qp_num = be32toh(m->qpn);
+	u->qkey = be32toh(m->qkey);
+}
+
 /*
  * Queues an event for cid on its channel (under srn_cm.lock). owner counts
  * it (the listener for CONNECT_REQUEST). m, if any, gives the peer's
@@ -384,8 +411,11 @@ int srn_cm_queue(struct srn_cm_id *cid, struct srn_cm_id *owner,
 	e->ev.event = type;
 	e->ev.status = status;
 	p = &e->ev.param.conn;
-	if (m) {
+	if (m)
 		memcpy(e->pdata, m->pdata, m->pdata_len);
+	if (m && cid->id.qp_type == IBV_QPT_UD) {
+		srn_cm_fill_ud(cid, e, m);
+	} else if (m) {
 		p->private_data = m->pdata_len ? e->pdata : NULL;
 		p->private_data_len = m->pdata_len;
 		/* the peer's values, seen from this side */

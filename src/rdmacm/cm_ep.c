@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: MIT
 /*
  * softrnic's librdmacm: rdma_getaddrinfo, the synchronous "ep" calls,
- * options, migration, and the calls this phase answers with a clean error
- * (multicast, which needs UD QPs; ECE is accepted and ignored).
+ * options, migration, multicast (the id's QP attached to the group's GID)
+ * and ECE (accepted and ignored).
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -79,6 +80,47 @@ static void srn_cm_ai_types(struct rdma_addrinfo *rai,
 		rai->ai_port_space = RDMA_PS_UDP;
 }
 
+static int srn_cm_ai_dup(struct sockaddr **to_p, socklen_t *len_p,
+			 const struct sockaddr *from, socklen_t len)
+{
+	if (!len || !from)
+		return 0;
+	*to_p = malloc(len);
+	if (!*to_p)
+		return -ENOMEM;
+	memcpy(*to_p, from, len);
+	*len_p = len;
+	return 0;
+}
+
+/* Neither node nor service: the hints' addresses themselves (pyverbs'
+ * AddrInfo(src=...) gives its source so). */
+static int srn_cm_ai_hints(const struct rdma_addrinfo *hints,
+			   struct rdma_addrinfo **res)
+{
+	struct rdma_addrinfo *rai = calloc(1, sizeof(*rai));
+	const struct sockaddr *sa = hints->ai_src_addr ? hints->ai_src_addr :
+							 hints->ai_dst_addr;
+	int ret;
+
+	if (!rai)
+		return srn_cm_err(-ENOMEM);
+	rai->ai_flags = hints->ai_flags;
+	rai->ai_family = sa->sa_family;
+	srn_cm_ai_types(rai, hints);
+	ret = srn_cm_ai_dup(&rai->ai_src_addr, &rai->ai_src_len,
+			    hints->ai_src_addr, hints->ai_src_len);
+	if (!ret)
+		ret = srn_cm_ai_dup(&rai->ai_dst_addr, &rai->ai_dst_len,
+				    hints->ai_dst_addr, hints->ai_dst_len);
+	if (ret) {
+		rdma_freeaddrinfo(rai);
+		return srn_cm_err(ret);
+	}
+	*res = rai;
+	return 0;
+}
+
 /* Returns 0, a getaddrinfo code (EAI_*), or -1 with errno, as rdma-core. */
 SRN_EXPORT int rdma_getaddrinfo(const char *node, const char *service,
 				const struct rdma_addrinfo *hints,
@@ -88,6 +130,10 @@ SRN_EXPORT int rdma_getaddrinfo(const char *node, const char *service,
 	struct rdma_addrinfo *rai;
 	int ret;
 
+	if (res && !node && !service && hints &&
+	    ((hints->ai_src_addr && hints->ai_src_len) ||
+	     (hints->ai_dst_addr && hints->ai_dst_len)))
+		return srn_cm_ai_hints(hints, res);
 	if (!res || (!node && !service))
 		return srn_cm_err(-EINVAL);
 	if (hints) {
@@ -298,10 +344,120 @@ SRN_EXPORT int rdma_notify(struct rdma_cm_id *id, enum ibv_event_type event)
 	return id ? 0 : srn_cm_err(-EINVAL);
 }
 
+/* The group's GID: an IPv4 group mapped (::ffff:a.b.c.d, as RoCEv2), an
+ * IPv6 group itself; -EINVAL for anything but a multicast address. */
+static int srn_cm_mgid(const struct sockaddr *sa, union ibv_gid *mgid)
+{
+	const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
+	const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
+
+	memset(mgid, 0, sizeof(*mgid));
+	if (sa->sa_family == AF_INET &&
+	    IN_MULTICAST(be32toh(s4->sin_addr.s_addr))) {
+		mgid->raw[10] = mgid->raw[11] = 0xff;
+		memcpy(mgid->raw + 12, &s4->sin_addr, 4);
+		return 0;
+	}
+	if (sa->sa_family == AF_INET6 &&
+	    IN6_IS_ADDR_MULTICAST(&s6->sin6_addr)) {
+		memcpy(mgid->raw, &s6->sin6_addr, 16);
+		return 0;
+	}
+	return -EINVAL;
+}
+
+static struct srn_cm_mc *srn_cm_mc_find(struct srn_cm_id *cid,
+					const union ibv_gid *mgid)
+{
+	struct srn_list *pos;
+	struct srn_cm_mc *mc;
+
+	srn_list_for_each(pos, &cid->mcs) {
+		mc = srn_list_entry(pos, struct srn_cm_mc, link);
+		if (!memcmp(mc->mgid.raw, mgid->raw, 16))
+			return mc;
+	}
+	return NULL;
+}
+
+/* MULTICAST_JOIN: the group's address vector, QPN 0xffffff, the Q_Key,
+ * and the join's context as private_data (as rdma-core). */
+static int srn_cm_mc_event(struct srn_cm_id *cid, struct srn_cm_mc *mc)
+{
+	struct rdma_ud_param *u;
+	struct srn_cm_event *e;
+	int ret = srn_cm_queue(cid, cid, RDMA_CM_EVENT_MULTICAST_JOIN, 0, NULL);
+
+	if (ret)
+		return ret;
+	e = srn_list_entry(cid->chan->events.prev, struct srn_cm_event, link);
+	u = &e->ev.param.ud;
+	u->private_data = mc->context;
+	srn_cm_ud_ah(cid, mc->mgid.raw, &u->ah_attr);
+	u->qp_num = 0xffffff;
+	u->qkey = RDMA_UDP_QKEY;
+	return 0;
+}
+
+static int srn_cm_join_locked(struct srn_cm_id *cid, const struct sockaddr *sa,
+			      bool send_only, void *context)
+{
+	union ibv_gid mgid;
+	struct srn_cm_mc *mc;
+	int ret, len = sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
+						   sizeof(struct sockaddr_in);
+
+	if (cid->id.qp_type != IBV_QPT_UD ||
+	    (cid->state != SRN_CMS_BOUND &&
+	     cid->state != SRN_CMS_ADDR_RESOLVED))
+		return -EINVAL;
+	ret = srn_cm_mgid(sa, &mgid);
+	if (ret)
+		return ret;
+	if (srn_cm_mc_find(cid, &mgid))
+		return -EADDRINUSE;
+	mc = srn_cm_zalloc(sizeof(*mc));
+	if (!mc)
+		return -ENOMEM;
+	memcpy(&mc->addr, sa, len);
+	mc->mgid = mgid;
+	mc->context = context;
+	if (cid->id.qp && !send_only) {
+		ret = -ibv_attach_mcast(cid->id.qp, &mgid, 0);
+		mc->attached = !ret;
+	}
+	if (!ret)
+		ret = srn_cm_mc_event(cid, mc);
+	if (ret) {
+		if (mc->attached)
+			ibv_detach_mcast(cid->id.qp, &mgid, 0);
+		srn_cm_zfree(mc);
+		return ret;
+	}
+	srn_list_add_tail(&mc->link, &cid->mcs);
+	return 0;
+}
+
+static int srn_cm_join(struct rdma_cm_id *id, const struct sockaddr *sa,
+		       bool send_only, void *context)
+{
+	struct srn_cm_id *cid = container_of(id, struct srn_cm_id, id);
+	int ret;
+
+	if (!id || !sa)
+		return srn_cm_err(-EINVAL);
+	pthread_mutex_lock(&srn_cm.lock);
+	ret = srn_cm_join_locked(cid, sa, send_only, context);
+	pthread_mutex_unlock(&srn_cm.lock);
+	if (ret)
+		return srn_cm_err(ret);
+	return srn_cm_complete(cid);
+}
+
 SRN_EXPORT int rdma_join_multicast(struct rdma_cm_id *id, struct sockaddr *addr,
 				   void *context)
 {
-	return srn_cm_err(-EOPNOTSUPP); /* needs UD QPs (docs/rdmacm.md) */
+	return srn_cm_join(id, addr, false, context);
 }
 
 SRN_EXPORT int
@@ -309,13 +465,44 @@ rdma_join_multicast_ex(struct rdma_cm_id *id,
 		       struct rdma_cm_join_mc_attr_ex *mc_join_attr,
 		       void *context)
 {
-	return srn_cm_err(-EOPNOTSUPP);
+	struct rdma_cm_join_mc_attr_ex *a = mc_join_attr;
+	uint32_t need = RDMA_CM_JOIN_MC_ATTR_ADDRESS |
+			RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS;
+
+	if (!a || (a->comp_mask & need) != need ||
+	    a->comp_mask >= RDMA_CM_JOIN_MC_ATTR_RESERVED ||
+	    (a->join_flags != RDMA_MC_JOIN_FLAG_FULLMEMBER &&
+	     a->join_flags != RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER))
+		return srn_cm_err(-EINVAL);
+	return srn_cm_join(id, a->addr,
+			   a->join_flags ==
+				   RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER,
+			   context);
 }
 
 SRN_EXPORT int rdma_leave_multicast(struct rdma_cm_id *id,
 				    struct sockaddr *addr)
 {
-	return srn_cm_err(-EADDRNOTAVAIL); /* never joined */
+	struct srn_cm_id *cid = container_of(id, struct srn_cm_id, id);
+	union ibv_gid mgid;
+	struct srn_cm_mc *mc;
+	int ret;
+
+	if (!id || !addr)
+		return srn_cm_err(-EINVAL);
+	ret = srn_cm_mgid(addr, &mgid);
+	if (ret)
+		return srn_cm_err(-EADDRNOTAVAIL);
+	pthread_mutex_lock(&srn_cm.lock);
+	mc = srn_cm_mc_find(cid, &mgid);
+	if (mc) {
+		if (mc->attached && id->qp)
+			ibv_detach_mcast(id->qp, &mgid, 0);
+		srn_list_del(&mc->link);
+		srn_cm_zfree(mc);
+	}
+	pthread_mutex_unlock(&srn_cm.lock);
+	return srn_cm_err(mc ? 0 : -EADDRNOTAVAIL);
 }
 
 SRN_EXPORT int rdma_set_local_ece(struct rdma_cm_id *id, struct ibv_ece *ece)

@@ -105,8 +105,10 @@ void srn_cm_id_unlink(struct srn_cm_id *cid)
 {
 	struct srn_cm_msg m;
 
-	if (cid->state == SRN_CMS_ESTABLISHED ||
-	    cid->state == SRN_CMS_REP_SENT || cid->state == SRN_CMS_REP_RCVD) {
+	if (cid->id.qp_type != IBV_QPT_UD &&
+	    (cid->state == SRN_CMS_ESTABLISHED ||
+	     cid->state == SRN_CMS_REP_SENT ||
+	     cid->state == SRN_CMS_REP_RCVD)) {
 		srn_cm_msg_init(&m, SRN_CM_DREQ);
 		srn_cm_send(cid, &m);
 	}
@@ -135,6 +137,7 @@ SRN_EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
 	srn_dbg("rdmacm: destroy id (state %s, port %u)",
 		srn_cm_state_names[cid->state], cid->port);
 	srn_cm_id_unlink(cid);
+	srn_cm_mc_drop(cid, true);
 	srn_cm_purge(cid);
 	srn_cm_id_free(cid);
 	pthread_mutex_unlock(&srn_cm.lock);
@@ -163,6 +166,15 @@ static bool srn_cm_addr_any(const struct sockaddr *sa)
 		return ((const struct sockaddr_in *)sa)->sin_addr.s_addr ==
 		       htonl(INADDR_ANY);
 	return IN6_IS_ADDR_UNSPECIFIED(
+		&((const struct sockaddr_in6 *)sa)->sin6_addr);
+}
+
+static bool srn_cm_addr_mcast(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET)
+		return IN_MULTICAST(be32toh(
+			((const struct sockaddr_in *)sa)->sin_addr.s_addr));
+	return IN6_IS_ADDR_MULTICAST(
 		&((const struct sockaddr_in6 *)sa)->sin6_addr);
 }
 
@@ -300,7 +312,10 @@ static int srn_cm_resolve_locked(struct srn_cm_id *cid, struct sockaddr *src,
 	}
 	if (cid->state != SRN_CMS_IDLE && cid->state != SRN_CMS_BOUND)
 		return -EINVAL;
-	ret = srn_cm_route_src(dst, &s);
+	/* a bound id's group needs no route (multicast, mckey -b) */
+	ret = cid->state == SRN_CMS_BOUND && srn_cm_addr_mcast(dst) ?
+		      0 :
+		      srn_cm_route_src(dst, &s);
 	if (!ret && cid->state == SRN_CMS_IDLE) {
 		memcpy(&ra->src_addr, &s, sizeof(s));
 		*srn_cm_port_of((struct sockaddr *)&ra->src_addr) =
@@ -391,8 +406,8 @@ static int srn_cm_listen_locked(struct srn_cm_id *cid, int backlog)
 	struct sockaddr_in any = { .sin_family = AF_INET };
 	int ret;
 
-	if (cid->id.qp_type != IBV_QPT_RC)
-		return -EOPNOTSUPP; /* UD port space: later */
+	if (cid->id.qp_type != IBV_QPT_RC && cid->id.qp_type != IBV_QPT_UD)
+		return -EOPNOTSUPP;
 	if (cid->state == SRN_CMS_IDLE) {
 		ret = srn_cm_bind_locked(cid, (struct sockaddr *)&any);
 		if (ret)

@@ -297,12 +297,34 @@ SRN_EXPORT int rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd,
 	return ret;
 }
 
+/* Detaches cid's QP from the groups it joined (under srn_cm.lock); with
+ * free_them, forgets the groups too (the id goes away). */
+void srn_cm_mc_drop(struct srn_cm_id *cid, bool free_them)
+{
+	struct srn_list *pos, *tmp;
+	struct srn_cm_mc *mc;
+
+	srn_list_for_each_safe(pos, tmp, &cid->mcs) {
+		mc = srn_list_entry(pos, struct srn_cm_mc, link);
+		if (mc->attached && cid->id.qp)
+			ibv_detach_mcast(cid->id.qp, &mc->mgid, 0);
+		mc->attached = false;
+		if (!free_them)
+			continue;
+		srn_list_del(pos);
+		srn_cm_zfree(mc);
+	}
+}
+
 SRN_EXPORT void rdma_destroy_qp(struct rdma_cm_id *id)
 {
 	struct srn_cm_id *cid = container_of(id, struct srn_cm_id, id);
 
 	if (!id || !id->qp)
 		return;
+	pthread_mutex_lock(&srn_cm.lock);
+	srn_cm_mc_drop(cid, false);
+	pthread_mutex_unlock(&srn_cm.lock);
 	ibv_destroy_qp(id->qp);
 	id->qp = NULL;
 	srn_cm_free_cqs(cid);

@@ -4,13 +4,19 @@
 # librdmacm.so.1, and checks that the pair worked.
 #
 #   cm_pair.sh [--timeout S] [--expect REGEX] [--server-stays] [--ipv6] \
-#       --server PROG ARGS... --client PROG ARGS...
+#       [--port P] [--ready REGEX] --server PROG ARGS... --client PROG ARGS...
 #
-# In the arguments, @PORT@ becomes an rdma_cm port chosen here and @ADDR@
-# the server's address (127.0.0.1, or SRN_PAIR_SERVER_IP). The client
+# In the arguments, @PORT@ becomes an rdma_cm port chosen here, @ADDR@
+# the server's address (127.0.0.1, or SRN_PAIR_SERVER_IP) and @GROUP@ an
+# IPv4 multicast group chosen here (239.255.x.y, one per run). The client
 # starts once the server listens on that port: softrnic's CM has bound the
 # abstract unix socket "softrnic/cm/<port space>/<port>" for it, and the
-# server's process listens on the CM port (ss -p).
+# server's process listens on the CM port (ss -p). --port P: the program's
+# own fixed rdma_cm port (udaddy's 7174) instead of a chosen one; the test
+# then takes a lock on it (flock) so that runs in one namespace take turns.
+# --ready REGEX: the client starts once the server printed a line matching
+# REGEX instead (mckey's receiver, which listens on no port; run under
+# stdbuf -oL so that its output comes line by line).
 #
 # Passes when, within S seconds (default 60): both exit 0 (with
 # --server-stays only the client: the server, cmtime's, never ends and is
@@ -29,6 +35,8 @@ set -uo pipefail
 timeout_s=60
 expect=""
 stays=0
+fixed_port=""
+ready=""
 srv=()
 cli=()
 side=""
@@ -37,6 +45,8 @@ while [ $# -gt 0 ]; do
 	--timeout) timeout_s=$2; shift 2; continue ;;
 	--expect) expect=$2; shift 2; continue ;;
 	--server-stays) stays=1; shift; continue ;;
+	--port) fixed_port=$2; shift 2; continue ;;
+	--ready) ready=$2; shift 2; continue ;;
 	--ipv6) # the pair uses ::1: skip where the host has no IPv6
 		ip -6 addr show dev lo 2>/dev/null | grep -q "::1/" ||
 			{ echo "SKIP: no IPv6 loopback"; exit 77; }
@@ -57,6 +67,8 @@ for p in "${srv[0]}" "${cli[0]}"; do
 	command -v "$p" >/dev/null 2>&1 || { echo "SKIP: $p is not installed"; exit 77; }
 done
 command -v ss >/dev/null 2>&1 || { echo "cm_pair: ss (iproute2) is needed" >&2; exit 1; }
+[ -z "$ready" ] || command -v stdbuf >/dev/null 2>&1 ||
+	{ echo "cm_pair: stdbuf (coreutils) is needed" >&2; exit 1; }
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 lib_dir=${SOFTRNIC_LIB_DIR:-$here/../../build/lib}
@@ -102,16 +114,23 @@ cm_ports() {
 	"${srv_pre[@]}" ss -xa 2>/dev/null |
 		sed -n 's|.*@softrnic/cm/[0-9]*/\([0-9]*\).*|\1|p'
 }
-port=""
-for ((n = 0; n < 100; n++)); do
+port=$fixed_port
+if [ -n "$port" ]; then
+	# one user of a fixed port at a time (the lock goes with this shell)
+	exec 9>"${TMPDIR:-/tmp}/srn-cm-pair-port-$port.lock"
+	flock -w "$timeout_s" 9 || { echo "FAIL: port $port stays locked"; exit 1; }
+fi
+for ((n = 0; n < 100 && ${#port} == 0; n++)); do
 	p=$((10000 + (RANDOM * 32768 + RANDOM) % 20000))
 	cm_ports | grep -qx "$p" || { port=$p; break; }
 done
 [ -n "$port" ] || { echo "FAIL: no free rdma_cm port"; exit 1; }
+group=239.255.$((RANDOM % 256)).$((RANDOM % 256))
 subst() {
 	local a
 	for a in "$@"; do
 		a=${a//@PORT@/$port}
+		a=${a//@GROUP@/$group}
 		printf '%s\n' "${a//@ADDR@/$addr}"
 	done
 }
@@ -131,12 +150,18 @@ fail() {
 }
 
 deadline=$((SECONDS + timeout_s))
+# --ready reads the server's output as it comes: line-buffered
+[ -z "$ready" ] || srv=(stdbuf -oL "${srv[@]}")
 setsid "${srv_pre[@]}" env "${run_env[@]}" "${srv_env[@]}" "${srv[@]}" \
 	</dev/null >"$out/server" 2>&1 &
 spid=$!
 # listening: its port bound (rdma_bind_addr) and the CM port open in the
 # server's process (rdma_listen)
 cm_listens() {
+	if [ -n "$ready" ]; then
+		grep -q -E -- "$ready" "$out/server"
+		return
+	fi
 	cm_ports | grep -qx "$port" &&
 		"${srv_pre[@]}" ss -Hltnp "sport = :${SOFTRNIC_CM_PORT:-4790}" 2>/dev/null |
 		grep -q "pid=$spid,"

@@ -87,13 +87,14 @@ static struct sockaddr_in loopback(uint16_t port)
 	return sa;
 }
 
-static int listen_on(struct side *s, uint16_t port, void *ctx)
+static int listen_ps(struct side *s, uint16_t port, void *ctx,
+		     enum rdma_port_space ps)
 {
 	struct sockaddr_in sa = loopback(port);
 
 	s->ch = rdma_create_event_channel();
 	CHECK(s->ch);
-	CHECK(!rdma_create_id(s->ch, &s->id, ctx, RDMA_PS_TCP));
+	CHECK(!rdma_create_id(s->ch, &s->id, ctx, ps));
 	CHECK(!rdma_bind_addr(s->id, (struct sockaddr *)&sa));
 	CHECK(s->id->verbs); /* a concrete address names the device */
 	CHECK(!rdma_listen(s->id, 8));
@@ -102,14 +103,19 @@ static int listen_on(struct side *s, uint16_t port, void *ctx)
 	return 0;
 }
 
+static int listen_on(struct side *s, uint16_t port, void *ctx)
+{
+	return listen_ps(s, port, ctx, RDMA_PS_TCP);
+}
+
 /* A client id, resolved to port (address and route events checked). */
-static int client_to(struct side *c, uint16_t port)
+static int client_ps(struct side *c, uint16_t port, enum rdma_port_space ps)
 {
 	struct sockaddr_in sa = loopback(port);
 
 	c->ch = rdma_create_event_channel();
 	CHECK(c->ch);
-	CHECK(!rdma_create_id(c->ch, &c->id, c, RDMA_PS_TCP));
+	CHECK(!rdma_create_id(c->ch, &c->id, c, ps));
 	CHECK(!rdma_resolve_addr(c->id, NULL, (struct sockaddr *)&sa, 2000));
 	CHECK(!expect(c->ch, RDMA_CM_EVENT_ADDR_RESOLVED));
 	CHECK(c->id->verbs && c->id->port_num == 1);
@@ -118,6 +124,11 @@ static int client_to(struct side *c, uint16_t port)
 	CHECK(!expect(c->ch, RDMA_CM_EVENT_ROUTE_RESOLVED));
 	CHECK(c->id->route.num_paths == 1);
 	return 0;
+}
+
+static int client_to(struct side *c, uint16_t port)
+{
+	return client_ps(c, port, RDMA_PS_TCP);
 }
 
 static int make_qp(struct rdma_cm_id *id)
@@ -543,6 +554,287 @@ static int t_ep(void)
 	return 0;
 }
 
+/* UD: a QP made by rdma_create_qp is ready to send (RTS, RDMA_UDP_QKEY). */
+static int make_ud_qp(struct rdma_cm_id *id)
+{
+	struct ibv_qp_init_attr a = { .qp_type = IBV_QPT_UD, .sq_sig_all = 1 };
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr qa;
+
+	a.cap.max_send_wr = a.cap.max_recv_wr = 4;
+	a.cap.max_send_sge = a.cap.max_recv_sge = 1;
+	CHECK(!rdma_create_qp(id, NULL, &a));
+	CHECK(!ibv_query_qp(id->qp, &qa, IBV_QP_STATE | IBV_QP_QKEY, &ia));
+	CHECK(qa.qp_state == IBV_QPS_RTS && qa.qkey == RDMA_UDP_QKEY);
+	return 0;
+}
+
+/* The next completion on cq within ms milliseconds: 1, or 0 (none). */
+static int poll_wc(struct ibv_cq *cq, struct ibv_wc *wc, int ms)
+{
+	for (int i = 0; i < ms; i++) {
+		int n = ibv_poll_cq(cq, 1, wc);
+
+		if (n)
+			return n;
+		usleep(1000);
+	}
+	return 0;
+}
+
+/* A UD message: the 40-byte GRH, then the payload. */
+struct ud_buf {
+	char grh[40];
+	char data[24];
+};
+
+/* One datagram from id to (ah, qpn) with RDMA_UDP_QKEY (as
+ * rdma_post_ud_send sends), received by rid (its recv posted here); its
+ * source QP checked. */
+static int ud_send_one(struct rdma_cm_id *id, struct ibv_ah *ah, uint32_t qpn,
+		       struct rdma_cm_id *rid, const char *msg)
+{
+	struct ud_buf rb = { 0 }, sb = { 0 };
+	struct ibv_mr *rmr = rdma_reg_msgs(rid, &rb, sizeof(rb));
+	struct ibv_mr *smr = rdma_reg_msgs(id, &sb, sizeof(sb));
+	struct ibv_wc wc;
+
+	CHECK(rmr && smr);
+	snprintf(sb.data, sizeof(sb.data), "%s", msg);
+	CHECK(!rdma_post_recv(rid, NULL, &rb, sizeof(rb), rmr));
+	CHECK(!rdma_post_ud_send(id, NULL, sb.data, sizeof(sb.data), smr, 0, ah,
+				 qpn));
+	CHECK(poll_wc(id->send_cq, &wc, 5000) == 1 && !wc.status);
+	CHECK(poll_wc(rid->recv_cq, &wc, 5000) == 1 && !wc.status);
+	CHECK(wc.src_qp == id->qp->qp_num && (wc.wc_flags & IBV_WC_GRH));
+	CHECK(!strcmp(rb.data, msg));
+	rdma_dereg_mr(rmr);
+	rdma_dereg_mr(smr);
+	return 0;
+}
+
+/* A SIDR request with private data up to CONNECT_REQUEST (param.ud). */
+static int ud_request(struct side *srv, struct side *cli, int ctx_tag)
+{
+	char pd[180];
+	struct rdma_conn_param p = { .private_data = pd,
+				     .private_data_len = sizeof(pd) + 1 };
+	struct rdma_cm_event *ev;
+
+	memset(pd, 'h', sizeof(pd));
+	CHECK(!listen_ps(srv, 0, &ctx_tag, RDMA_PS_UDP));
+	CHECK(!client_ps(cli, srv->port, RDMA_PS_UDP));
+	CHECK(cli->id->qp_type == IBV_QPT_UD);
+	CHECK(!make_ud_qp(cli->id));
+	CHECK(rdma_connect(cli->id, &p) == -1 && errno == EINVAL);
+	p.private_data_len = sizeof(pd); /* a SIDR REQ's most */
+	CHECK(!rdma_connect(cli->id, &p));
+	ev = next_event(srv->ch, RDMA_CM_EVENT_CONNECT_REQUEST);
+	CHECK(ev);
+	srv->child = ev->id;
+	CHECK(ev->listen_id == srv->id && ev->id->qp_type == IBV_QPT_UD);
+	CHECK(ev->param.ud.private_data_len == sizeof(pd) &&
+	      !memcmp(ev->param.ud.private_data, pd, sizeof(pd)));
+	CHECK(ev->param.ud.qp_num == cli->id->qp->qp_num);
+	CHECK(ev->param.ud.qkey == RDMA_UDP_QKEY);
+	rdma_ack_cm_event(ev);
+	return 0;
+}
+
+/* No event on ch for 200 ms. */
+static int quiet(struct rdma_event_channel *ch)
+{
+	struct pollfd pf = { .fd = ch->fd, .events = POLLIN };
+
+	CHECK(poll(&pf, 1, 200) == 0);
+	return 0;
+}
+
+/* The server answers a datagram to the address its GRH names. */
+static int sidr_reply(struct side *srv, struct side *cli, struct ibv_ah *ah)
+{
+	struct ud_buf rb = { 0 }, sb = { 0 };
+	struct ibv_mr *mr = rdma_reg_msgs(srv->child, &rb, sizeof(rb));
+	struct ibv_mr *smr = rdma_reg_msgs(cli->id, &sb, sizeof(sb));
+	struct ibv_ah *back;
+	struct ibv_wc wc;
+
+	CHECK(mr && smr);
+	CHECK(!rdma_post_recv(srv->child, NULL, &rb, sizeof(rb), mr));
+	strcpy(sb.data, "again");
+	CHECK(!rdma_post_ud_send(cli->id, NULL, sb.data, 8, smr, 0, ah,
+				 srv->child->qp->qp_num));
+	CHECK(poll_wc(cli->id->send_cq, &wc, 5000) == 1 && !wc.status);
+	CHECK(poll_wc(srv->child->recv_cq, &wc, 5000) == 1 && !wc.status);
+	back = ibv_create_ah_from_wc(srv->child->pd, &wc,
+				     (struct ibv_grh *)rb.grh, 1);
+	CHECK(back);
+	CHECK(!ud_send_one(srv->child, back, cli->id->qp->qp_num, cli->id,
+			   "reply"));
+	ibv_destroy_ah(back);
+	rdma_dereg_mr(mr);
+	rdma_dereg_mr(smr);
+	return 0;
+}
+
+/* SIDR: REQ with private data, REP with the QPN and Q_Key in
+ * ESTABLISHED's param.ud, whose AH reaches the server's QP (and the GRH
+ * the way back); no ESTABLISHED on the passive side, no DISCONNECTED. */
+static int t_sidr(void)
+{
+	struct side srv = { 0 }, cli = { 0 };
+	struct rdma_conn_param p = { .private_data = "world",
+				     .private_data_len = 5 };
+	struct rdma_cm_event *ev;
+	struct ibv_ah *ah;
+	int tag = 0;
+
+	CHECK(!ud_request(&srv, &cli, tag));
+	CHECK(!make_ud_qp(srv.child));
+	CHECK(!rdma_accept(srv.child, &p));
+	ev = next_event(cli.ch, RDMA_CM_EVENT_ESTABLISHED);
+	CHECK(ev);
+	CHECK(ev->param.ud.private_data_len >= 5 &&
+	      !memcmp(ev->param.ud.private_data, "world", 5));
+	CHECK(ev->param.ud.qp_num == srv.child->qp->qp_num);
+	CHECK(ev->param.ud.qkey == RDMA_UDP_QKEY);
+	CHECK(ev->param.ud.ah_attr.is_global &&
+	      ev->param.ud.ah_attr.port_num == 1);
+	ah = ibv_create_ah(cli.id->pd, &ev->param.ud.ah_attr);
+	CHECK(ah);
+	CHECK(!ud_send_one(cli.id, ah, ev->param.ud.qp_num, srv.child,
+			   "over SIDR"));
+	rdma_ack_cm_event(ev);
+	CHECK(!sidr_reply(&srv, &cli, ah));
+	ibv_destroy_ah(ah);
+	CHECK(!quiet(srv.ch) && !quiet(cli.ch)); /* no passive ESTABLISHED */
+	errno = 0;
+	CHECK(rdma_disconnect(cli.id) == -1 && errno == EINVAL);
+	teardown(&cli);
+	CHECK(!quiet(srv.ch)); /* no DISCONNECTED for UD */
+	teardown(&srv);
+	return 0;
+}
+
+/* rdma_reject of a SIDR REQ: UNREACHABLE with the SIDR status 2 (reject)
+ * and the private data, as the kernel's rdma_cm reports it. */
+static int t_sidr_reject(void)
+{
+	struct side srv = { 0 }, cli = { 0 };
+	struct rdma_cm_event *ev;
+	int tag = 0;
+
+	CHECK(!ud_request(&srv, &cli, tag));
+	CHECK(!rdma_reject(srv.child, "nope", 4));
+	ev = next_event(cli.ch, RDMA_CM_EVENT_UNREACHABLE);
+	CHECK(ev);
+	CHECK(ev->status == 2);
+	CHECK(ev->param.ud.private_data_len >= 4 &&
+	      !memcmp(ev->param.ud.private_data, "nope", 4));
+	rdma_ack_cm_event(ev);
+	teardown(&cli);
+	teardown(&srv);
+	return 0;
+}
+
+/* A SIDR REQ to a port nobody listens on: UNREACHABLE, status 1 (the
+ * SIDR REP's "unsupported"). */
+static int t_sidr_nobody(void)
+{
+	struct side cli = { 0 };
+	struct rdma_cm_event *ev;
+
+	CHECK(!client_ps(&cli, 9, RDMA_PS_UDP));
+	CHECK(!make_ud_qp(cli.id));
+	CHECK(!rdma_connect(cli.id, NULL));
+	ev = next_event(cli.ch, RDMA_CM_EVENT_UNREACHABLE);
+	CHECK(ev);
+	CHECK(ev->status == 1);
+	rdma_ack_cm_event(ev);
+	teardown(&cli);
+	return 0;
+}
+
+/* A UD id bound to 127.0.0.1 whose address resolves to the group. */
+static int mc_member(struct side *s, const struct sockaddr_in *grp)
+{
+	struct sockaddr_in src = loopback(0);
+
+	s->ch = rdma_create_event_channel();
+	CHECK(s->ch);
+	CHECK(!rdma_create_id(s->ch, &s->id, s, RDMA_PS_UDP));
+	CHECK(!rdma_resolve_addr(s->id, (struct sockaddr *)&src,
+				 (struct sockaddr *)grp, 2000));
+	CHECK(!expect(s->ch, RDMA_CM_EVENT_ADDR_RESOLVED));
+	CHECK(!make_ud_qp(s->id));
+	return 0;
+}
+
+/* rdma_join_multicast: MULTICAST_JOIN with the group's AH (MGID
+ * ::ffff:239.x.y.z), QPN 0xffffff, the Q_Key and the join's context; a
+ * send-only member's datagram reaches the full member; after
+ * rdma_leave_multicast it does not. */
+static int t_mcast(void)
+{
+	struct side rcv = { 0 }, snd = { 0 };
+	struct sockaddr_in grp = { .sin_family = AF_INET };
+	struct rdma_cm_join_mc_attr_ex mx = { 0 };
+	struct ud_buf rb = { 0 }, sb = { 0 };
+	struct rdma_cm_event *ev;
+	struct ibv_mr *rmr, *smr;
+	struct ibv_ah *ah;
+	struct ibv_wc wc;
+	int ctx;
+	uint8_t mgid[16] = { [10] = 0xff, [11] = 0xff, 239, 3 };
+
+	/* a group of this process's own: tests in parallel do not mix */
+	mgid[14] = (uint8_t)(getpid() >> 8);
+	mgid[15] = (uint8_t)getpid();
+	memcpy(&grp.sin_addr, mgid + 12, 4);
+	CHECK(!mc_member(&rcv, &grp) && !mc_member(&snd, &grp));
+	CHECK(!rdma_join_multicast(rcv.id, (struct sockaddr *)&grp, &ctx));
+	ev = next_event(rcv.ch, RDMA_CM_EVENT_MULTICAST_JOIN);
+	CHECK(ev);
+	CHECK(ev->param.ud.private_data == &ctx && !ev->status);
+	CHECK(ev->param.ud.qp_num == 0xffffff);
+	CHECK(ev->param.ud.qkey == RDMA_UDP_QKEY);
+	CHECK(!memcmp(ev->param.ud.ah_attr.grh.dgid.raw, mgid, 16));
+	rdma_ack_cm_event(ev);
+	CHECK(rdma_join_multicast(rcv.id, (struct sockaddr *)&grp, NULL) ==
+		      -1 &&
+	      errno == EADDRINUSE);
+	mx.comp_mask = RDMA_CM_JOIN_MC_ATTR_ADDRESS |
+		       RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS;
+	mx.join_flags = RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER;
+	mx.addr = (struct sockaddr *)&grp;
+	CHECK(!rdma_join_multicast_ex(snd.id, &mx, NULL));
+	ev = next_event(snd.ch, RDMA_CM_EVENT_MULTICAST_JOIN);
+	CHECK(ev);
+	ah = ibv_create_ah(snd.id->pd, &ev->param.ud.ah_attr);
+	CHECK(ah);
+	rdma_ack_cm_event(ev);
+	CHECK(!ud_send_one(snd.id, ah, 0xffffff, rcv.id, "to the group"));
+	/* left: the next datagram is not received */
+	CHECK(!rdma_leave_multicast(rcv.id, (struct sockaddr *)&grp));
+	CHECK(rdma_leave_multicast(rcv.id, (struct sockaddr *)&grp) == -1 &&
+	      errno == EADDRNOTAVAIL);
+	rmr = rdma_reg_msgs(rcv.id, &rb, sizeof(rb));
+	smr = rdma_reg_msgs(snd.id, &sb, sizeof(sb));
+	CHECK(rmr && smr);
+	CHECK(!rdma_post_recv(rcv.id, NULL, &rb, sizeof(rb), rmr));
+	CHECK(!rdma_post_ud_send(snd.id, NULL, sb.data, 8, smr, 0, ah,
+				 0xffffff));
+	CHECK(poll_wc(snd.id->send_cq, &wc, 5000) == 1 && !wc.status);
+	CHECK(poll_wc(rcv.id->recv_cq, &wc, 300) == 0);
+	rdma_dereg_mr(rmr);
+	rdma_dereg_mr(smr);
+	ibv_destroy_ah(ah);
+	CHECK(!rdma_leave_multicast(snd.id, (struct sockaddr *)&grp));
+	teardown(&snd);
+	teardown(&rcv);
+	return 0;
+}
+
 static const struct {
 	const char *name;
 	int (*fn)(void);
@@ -557,6 +849,10 @@ static const struct {
 	{ "nobody_listening", t_nobody_listening },
 	{ "ep", t_ep },
 	{ "handoff", t_handoff },
+	{ "sidr", t_sidr },
+	{ "sidr_reject", t_sidr_reject },
+	{ "sidr_nobody", t_sidr_nobody },
+	{ "mcast", t_mcast },
 };
 
 int main(int argc, char **argv)

@@ -72,6 +72,22 @@ static int in_range(const struct srn_cm_msg *m)
 	       m->retry_count <= 7 && m->rnr_retry_count <= 7;
 }
 
+/* SIDR: a UD REQ of the UDP and IPoIB port spaces, 180 bytes at most */
+static int t_check_sidr(const struct srn_cm_msg *g)
+{
+	struct srn_cm_msg m = *g;
+
+	m.ps = htobe16(SRN_CM_PS_UDP);
+	m.qp_type = SRN_CM_QPT_UD;
+	m.pdata_len = SRN_CM_PDATA_SIDR_REQ;
+	CHECK(!srn_cm_msg_check(&m, sizeof(m)));
+	m.ps = htobe16(SRN_CM_PS_IPOIB);
+	CHECK(!srn_cm_msg_check(&m, sizeof(m)));
+	m.pdata_len++;
+	CHECK(srn_cm_msg_check(&m, sizeof(m)));
+	return 0;
+}
+
 static int t_check(void)
 {
 	struct srn_cm_msg m, g;
@@ -106,8 +122,9 @@ static int t_check(void)
 	CHECK(srn_cm_msg_check(&m, sizeof(m)));
 	m = g, m.qp_type = 3;
 	CHECK(srn_cm_msg_check(&m, sizeof(m)));
-	m = g, m.ps = htobe16(0x0002);
+	m = g, m.ps = htobe16(0x0003);
 	CHECK(srn_cm_msg_check(&m, sizeof(m)));
+	CHECK(!t_check_sidr(&g));
 	for (i = 0; i < 2000000; i++) {
 		uint8_t *b = (uint8_t *)&m;
 
