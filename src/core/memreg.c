@@ -265,8 +265,10 @@ static void (*srn_memreg_leave)(void);
 
 void srn_memreg_set_quiesce(void (*enter)(void), void (*leave)(void))
 {
-	srn_memreg_enter = enter;
-	srn_memreg_leave = leave;
+	/* release: pairs with the acquire in srn_chunk_remap (once, from
+	 * the progress engine's first use; remaps may run in any thread) */
+	__atomic_store_n(&srn_memreg_leave, leave, __ATOMIC_RELEASE);
+	__atomic_store_n(&srn_memreg_enter, enter, __ATOMIC_RELEASE);
 }
 
 /* Writes whole pages into fd. They hold more than the registered buffer
@@ -311,6 +313,7 @@ static int srn_pages_read(int fd, void *dst, size_t len, uint64_t off)
 static int srn_chunk_remap(struct srn_chunk *c, const struct srn_vma *vmas,
 			   unsigned n)
 {
+	void (*enter)(void), (*leave)(void);
 	struct stat st;
 	int fd, err = 0;
 
@@ -321,14 +324,17 @@ static int srn_chunk_remap(struct srn_chunk *c, const struct srn_vma *vmas,
 		err = -errno;
 		goto out_close;
 	}
-	if (srn_memreg_enter)
-		srn_memreg_enter(); /* see srn_memreg_set_quiesce */
+	/* acquire: pairs with the release in srn_memreg_set_quiesce */
+	enter = __atomic_load_n(&srn_memreg_enter, __ATOMIC_ACQUIRE);
+	leave = __atomic_load_n(&srn_memreg_leave, __ATOMIC_ACQUIRE);
+	if (enter)
+		enter(); /* see srn_memreg_set_quiesce */
 	err = srn_pages_write(fd, (void *)c->start, c->len);
 	if (!err && mmap((void *)c->start, c->len, c->prot,
 			 MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED)
 		err = -errno;
-	if (srn_memreg_leave)
-		srn_memreg_leave();
+	if (enter && leave)
+		leave();
 	if (err)
 		goto out_close;
 	c->fd = fd;

@@ -94,6 +94,10 @@ static void srn_prog_lock_init(void)
 	pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
 	pthread_mutex_init(&srn_prog.lock, &a);
 	pthread_mutexattr_destroy(&a);
+	/* the handlers (under the progress lock) write into pollables that
+	 * application threads allocated, maybe next to memory they register:
+	 * no handler runs while core/memreg.c remaps such pages */
+	srn_memreg_set_quiesce(srn_progress_lock, srn_progress_unlock);
 }
 
 void srn_progress_lock(void)
@@ -617,10 +621,6 @@ int srn_progress_get(void)
 	int err = 0;
 
 	pthread_once(&srn_prog_once, srn_prog_lock_init);
-	/* the handlers (under the progress lock) write into pollables that
-	 * application threads allocated, maybe next to memory they register:
-	 * no handler runs while core/memreg.c remaps such pages */
-	srn_memreg_set_quiesce(srn_progress_lock, srn_progress_unlock);
 	pthread_mutex_lock(&srn_prog.ref_lock);
 	if (srn_prog.refs == 0) {
 		err = srn_progress_start();
