@@ -146,6 +146,9 @@ static int srn_rs_get_int(struct srn_rs *rs, int level, int name, int *v)
 	case IPPROTO_TCP << 8 | TCP_NODELAY:
 		*v = rs->nodelay;
 		return 0;
+	case IPPROTO_TCP << 8 | TCP_MAXSEG: /* the most one message carries */
+		*v = rs->peer_buf ? rs->peer_buf : SRN_RS_BUF_SIZE;
+		return 0;
 	case SOL_RDMA << 8 | RDMA_SQSIZE:
 		*v = rs->qp ? rs->sq_depth : rs->sqsize;
 		return 0;
@@ -161,6 +164,24 @@ static int srn_rs_get_int(struct srn_rs *rs, int level, int name, int *v)
 	default:
 		return -ENOPROTOOPT;
 	}
+}
+
+/* TCP_INFO, for programs that show it (iperf3): the state, the message
+ * size as MSS, the credits as the congestion window; the rest 0. */
+static int srn_rs_tcp_info(struct srn_rs *rs, void *optval, socklen_t *optlen)
+{
+	struct tcp_info ti = { 0 };
+	socklen_t len = *optlen < sizeof(ti) ? *optlen : sizeof(ti);
+
+	ti.tcpi_state = rs->state == SRN_RSS_CONNECTED ? TCP_ESTABLISHED :
+			rs->state == SRN_RSS_LISTEN    ? TCP_LISTEN :
+							 TCP_CLOSE;
+	ti.tcpi_snd_mss = rs->peer_buf;
+	ti.tcpi_rcv_mss = rs->rbuf_size;
+	ti.tcpi_snd_cwnd = rs->credits;
+	memcpy(optval, &ti, len);
+	*optlen = len;
+	return 0;
 }
 
 SRN_EXPORT int rgetsockopt(int socket, int level, int optname, void *optval,
@@ -179,6 +200,8 @@ SRN_EXPORT int rgetsockopt(int socket, int level, int optname, void *optval,
 			memcpy(optval, &rs->linger, sizeof(rs->linger));
 			*optlen = sizeof(rs->linger);
 		}
+	} else if (level == IPPROTO_TCP && optname == TCP_INFO) {
+		ret = srn_rs_tcp_info(rs, optval, optlen);
 	} else {
 		ret = srn_rs_get_int(rs, level, optname, &v);
 		if (!ret && *optlen < sizeof(int))
