@@ -18,6 +18,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,22 +59,33 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* A listening rsocket on a fresh port (*port_p). */
-static int listener(uint16_t *port_p)
+/* An rsocket bound to a free port (*port_p), listening if asked: runs
+ * of this test in parallel take turns for ports. */
+static int bound(uint16_t *port_p, bool listen)
 {
 	struct sockaddr_in a;
-	int fd = rsocket(AF_INET, SOCK_STREAM, 0), one = 1;
+	int fd = rsocket(AF_INET, SOCK_STREAM, 0), tries;
 
 	if (fd < 0)
 		return -1;
-	rsetsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	*port_p = next_port++;
-	a = loopback(*port_p);
-	if (rbind(fd, (struct sockaddr *)&a, sizeof(a)) || rlisten(fd, 4)) {
+	for (tries = 0; tries < 100; tries++) {
+		*port_p = next_port++;
+		a = loopback(*port_p);
+		if (!rbind(fd, (struct sockaddr *)&a, sizeof(a)))
+			break;
+		if (errno != EADDRINUSE)
+			tries = 100;
+	}
+	if (tries == 100 || (listen && rlisten(fd, 4))) {
 		rclose(fd);
 		return -1;
 	}
 	return fd;
+}
+
+static int listener(uint16_t *port_p)
+{
+	return bound(port_p, true);
 }
 
 /*
@@ -145,12 +157,25 @@ static int t_badfd(void)
 	return 0;
 }
 
+/* A port nobody holds: one this process bound, then let go. (Not one
+ * it keeps bound without listening: softrnic's CM then hands a REQ that
+ * lands in another process to the port's socket, which nobody reads.) */
+static uint16_t free_port(void)
+{
+	uint16_t port = 0;
+	int hold = bound(&port, false);
+
+	if (hold >= 0)
+		rclose(hold);
+	return port;
+}
+
 static int t_refused(void)
 {
-	struct sockaddr_in a = loopback(next_port++);
+	struct sockaddr_in a = loopback(free_port());
 	int fd = rsocket(AF_INET, SOCK_STREAM, 0);
 
-	CHECK(fd >= 0);
+	CHECK(ntohs(a.sin_port) && fd >= 0);
 	CHECK(rconnect(fd, (struct sockaddr *)&a, sizeof(a)) == -1);
 	CHECK(errno == ECONNREFUSED);
 	rclose(fd);
@@ -160,7 +185,7 @@ static int t_refused(void)
 /* Non-blocking rconnect: EINPROGRESS, then POLLOUT and SO_ERROR. */
 static int t_refused_nb(void)
 {
-	struct sockaddr_in a = loopback(next_port++);
+	struct sockaddr_in a = loopback(free_port());
 	int fd = rsocket(AF_INET, SOCK_STREAM, 0), err = -1;
 	struct pollfd p;
 	socklen_t len = sizeof(err);
@@ -377,7 +402,7 @@ int main(int argc, char **argv)
 	size_t i;
 	int ran = 0;
 
-	next_port = 20000 + getpid() % 20000;
+	next_port = 20000 + (getpid() % 200) * 100;
 	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		int f = failures;
 
