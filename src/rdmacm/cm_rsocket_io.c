@@ -264,8 +264,8 @@ SRN_EXPORT ssize_t rwritev(int socket, const struct iovec *iov, int iovcnt)
 	return srn_rs_sendv(socket, iov, iovcnt, 0);
 }
 
-/* IOMAP or IOUNMAP of m to the peer: waits for a credit unless
- * non-blocking. */
+/* IOMAP or IOUNMAP of m to the peer: waits for the connection and a
+ * credit (riomap has no EAGAIN). */
 static int srn_rs_send_iomap(struct srn_rs *rs, enum srn_rs_msg_kind kind,
 			     const struct srn_rs_iomap *m)
 {
@@ -284,9 +284,7 @@ static int srn_rs_send_iomap(struct srn_rs *rs, enum srn_rs_msg_kind kind,
 			return ret;
 		if (srn_rs_can_send(rs))
 			break;
-		if (rs->nonblock)
-			return -EAGAIN;
-		ret = srn_rs_wait(rs, POLLOUT, -1);
+		ret = srn_rs_wait(rs, POLLOUT, -1); /* also when non-blocking */
 		if (ret)
 			return ret;
 	}
@@ -347,7 +345,8 @@ SRN_EXPORT off_t riomap(int socket, void *buf, size_t len, int prot, int flags,
 	if (!buf || !len || !(prot & PROT_WRITE) ||
 	    (prot & ~(PROT_READ | PROT_WRITE)) || flags || offset < -1)
 		ret = -EINVAL;
-	else if (rs->state != SRN_RSS_CONNECTED)
+	else if (rs->state != SRN_RSS_CONNECTED &&
+		 rs->state != SRN_RSS_CONNECTING)
 		ret = -ENOTCONN;
 	else
 		ret = srn_rs_iomap_add(rs, buf, len, offset, &out);
