@@ -780,6 +780,10 @@ short srn_rs_revents(struct srn_rs *rs)
 			ev |= POLLRDHUP;
 		return ev;
 	case SRN_RSS_CLOSED:
+		/* the peer is gone: hang-up (and the error) once its data is
+		 * read, as a TCP socket reports the FIN first */
+		if (rs->rq_cnt)
+			return POLLIN | POLLOUT | POLLRDHUP;
 		return POLLIN | POLLOUT | POLLHUP | POLLRDHUP |
 		       (rs->err ? POLLERR : 0);
 	case SRN_RSS_FAILED:

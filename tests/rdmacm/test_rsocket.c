@@ -239,6 +239,7 @@ static int t_eagain(void)
 /* The peer closes after sending: the data, then 0 (end of stream). */
 static int t_peer_close(void)
 {
+	struct pollfd p;
 	int lfd, c, s;
 	char b[16];
 
@@ -246,10 +247,17 @@ static int t_peer_close(void)
 		return -1;
 	CHECK(rsend(c, "last words", 10, 0) == 10);
 	CHECK(rclose(c) == 0);
+	/* data first: readable, no hang-up while it is unread */
+	p = (struct pollfd){ .fd = s, .events = POLLIN };
+	CHECK(rpoll(&p, 1, 10000) == 1 && (p.revents & POLLIN));
+	CHECK(!(p.revents & (POLLHUP | POLLERR)));
 	CHECK(rrecv(s, b, sizeof(b), MSG_WAITALL) == 10);
 	CHECK(!memcmp(b, "last words", 10));
 	CHECK(rrecv(s, b, sizeof(b), 0) == 0);
 	CHECK(rrecv(s, b, sizeof(b), 0) == 0);
+	/* then the hang-up (events 0: it waits for POLLHUP alone) */
+	p = (struct pollfd){ .fd = s, .events = 0 };
+	CHECK(rpoll(&p, 1, 10000) == 1 && (p.revents & POLLHUP));
 	rclose(s);
 	rclose(lfd);
 	return 0;
