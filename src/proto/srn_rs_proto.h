@@ -77,6 +77,25 @@ struct srn_rs_iomap_msg {
 };
 static_assert(sizeof(struct srn_rs_iomap_msg) == 32, "rs iomap size");
 
+/*
+ * Datagram rsockets (SOCK_DGRAM): one UD QP per rsocket, Q_Key
+ * RDMA_UDP_QKEY; its bound port is an rdma_cm port of RDMA_PS_UDP, and a
+ * sender finds the QP behind an address with rdma_cm's SIDR exchange
+ * (the receiver answers with its QP's number). Every datagram starts with
+ * this header (after the 40-byte GRH the receiver sees): who sent it, so
+ * that recvfrom can tell and the answer can go back. A wildcard address
+ * is replaced by the GRH's source GID (an IPv4-mapped address).
+ */
+#define SRN_RS_DGRAM_MAGIC 0x4453524eu /* "NRSD" */
+struct srn_rs_dgram_hdr {
+	uint32_t magic; /* SRN_RS_DGRAM_MAGIC */
+	uint8_t version; /* SRN_RS_VERSION */
+	uint8_t family; /* 4 (IPv4) or 6 (IPv6) */
+	uint16_t port; /* the sender's bound port */
+	uint8_t addr[16]; /* its bound address (IPv4: the first 4 bytes) */
+};
+static_assert(sizeof(struct srn_rs_dgram_hdr) == 24, "rs dgram hdr size");
+
 static inline uint32_t srn_rs_imm(enum srn_rs_msg_kind kind, uint32_t credits)
 {
 	return htobe32(((uint32_t)kind << 28) | (credits & 0xffffu));

@@ -26,11 +26,16 @@ SRN_EXPORT int rsocket(int domain, int type, int protocol)
 	if (domain != AF_INET && domain != AF_INET6)
 		return srn_rs_fail(-EAFNOSUPPORT);
 	type &= ~flags;
-	if (type != SOCK_STREAM)
+	if (type == SOCK_STREAM && protocol && protocol != IPPROTO_TCP)
 		return srn_rs_fail(-EPROTONOSUPPORT);
-	if (protocol && protocol != IPPROTO_TCP)
+	if (type == SOCK_DGRAM && protocol && protocol != IPPROTO_UDP)
 		return srn_rs_fail(-EPROTONOSUPPORT);
-	rs = srn_rs_new(domain);
+	if (type == SOCK_STREAM)
+		rs = srn_rs_new(domain);
+	else if (type == SOCK_DGRAM)
+		rs = srn_rs_dg_new(domain);
+	else
+		return srn_rs_fail(-EPROTONOSUPPORT);
 	if (!rs)
 		return -1;
 	rs->nonblock = flags & SOCK_NONBLOCK;
@@ -63,6 +68,10 @@ SRN_EXPORT int rbind(int socket, const struct sockaddr *addr, socklen_t addrlen)
 	if (!rs)
 		return -1;
 	ret = srn_rs_addr_ok(addr, addrlen);
+	if (!ret && rs->dgram) {
+		ret = srn_rs_dg_bind(rs, addr);
+		goto out;
+	}
 	if (!ret && rs->state != SRN_RSS_INIT)
 		ret = -EINVAL;
 	if (!ret && rs->reuseaddr)
@@ -73,6 +82,7 @@ SRN_EXPORT int rbind(int socket, const struct sockaddr *addr, socklen_t addrlen)
 		ret = -errno;
 	if (!ret)
 		rs->state = SRN_RSS_BOUND;
+out:
 	pthread_mutex_unlock(&rs->lock);
 	return ret ? srn_rs_fail(ret) : 0;
 }
@@ -85,8 +95,10 @@ SRN_EXPORT int rlisten(int socket, int backlog)
 
 	if (!rs)
 		return -1;
-	if (rs->state == SRN_RSS_INIT &&
-	    rdma_bind_addr(rs->id, (struct sockaddr *)&any))
+	if (rs->dgram)
+		ret = -EOPNOTSUPP;
+	else if (rs->state == SRN_RSS_INIT &&
+		 rdma_bind_addr(rs->id, (struct sockaddr *)&any))
 		ret = -errno;
 	else if (rs->state != SRN_RSS_INIT && rs->state != SRN_RSS_BOUND &&
 		 rs->state != SRN_RSS_LISTEN)
@@ -195,7 +207,7 @@ SRN_EXPORT int raccept(int socket, struct sockaddr *addr, socklen_t *addrlen)
 
 	if (!lrs)
 		return -1;
-	if (lrs->state != SRN_RSS_LISTEN) {
+	if (lrs->state != SRN_RSS_LISTEN || lrs->dgram) {
 		pthread_mutex_unlock(&lrs->lock);
 		return srn_rs_fail(-EINVAL);
 	}
@@ -256,6 +268,10 @@ SRN_EXPORT int rconnect(int socket, const struct sockaddr *addr,
 	if (!rs)
 		return -1;
 	ret = srn_rs_addr_ok(addr, addrlen);
+	if (!ret && rs->dgram) {
+		ret = srn_rs_dg_connect(rs, addr);
+		goto out;
+	}
 	if (!ret && rs->state == SRN_RSS_FAILED) {
 		ret = -rs->err; /* the outcome of a non-blocking rconnect */
 		rs->err = 0;

@@ -37,7 +37,7 @@ int srn_rs_fail(int neg_errno)
 	return -1;
 }
 
-static int srn_rs_nonblock_fd(int fd)
+int srn_rs_nonblock_fd(int fd)
 {
 	int fl = fcntl(fd, F_GETFL);
 
@@ -47,7 +47,7 @@ static int srn_rs_nonblock_fd(int fd)
 }
 
 /* A new rsocket with its own event channel; no id yet. */
-static struct srn_rs *srn_rs_alloc(int domain)
+struct srn_rs *srn_rs_alloc(int domain)
 {
 	struct srn_rs *rs = calloc(1, sizeof(*rs));
 
@@ -66,6 +66,7 @@ static struct srn_rs *srn_rs_alloc(int domain)
 	rs->sndbuf = SRN_RS_DEF_BUF;
 	rs->rcvbuf = SRN_RS_DEF_BUF;
 	rs->inline_size = 64;
+	rs->conn_dest = -1;
 	return rs;
 }
 
@@ -182,8 +183,17 @@ static void srn_rs_unmap(uint8_t **buf, size_t *len, struct ibv_mr **mr)
 
 void srn_rs_free(struct srn_rs *rs)
 {
-	if (rs->qp)
+	uint32_t i;
+
+	if (rs->qp && rs->dgram)
+		ibv_destroy_qp(rs->qp);
+	else if (rs->qp)
 		rdma_destroy_qp(rs->id);
+	for (i = 0; i < rs->ndests; i++)
+		ibv_destroy_ah(rs->dests[i].ah);
+	free(rs->dests);
+	if (rs->rch)
+		rdma_destroy_event_channel(rs->rch);
 	srn_rs_unmap(&rs->rbuf, &rs->rbuf_len, &rs->rmr);
 	srn_rs_unmap(&rs->sbuf, &rs->sbuf_len, &rs->smr);
 	if (rs->cq)
@@ -203,8 +213,8 @@ void srn_rs_free(struct srn_rs *rs)
 	free(rs);
 }
 
-static int srn_rs_map(struct ibv_pd *pd, size_t len, int access,
-		      uint8_t **buf_p, size_t *len_p, struct ibv_mr **mr_p)
+int srn_rs_map(struct ibv_pd *pd, size_t len, int access, uint8_t **buf_p,
+	       size_t *len_p, struct ibv_mr **mr_p)
 {
 	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -219,7 +229,7 @@ static int srn_rs_map(struct ibv_pd *pd, size_t len, int access,
 	return 0;
 }
 
-static int srn_rs_post_recv(struct srn_rs *rs, uint32_t idx)
+int srn_rs_post_recv(struct srn_rs *rs, uint32_t idx)
 {
 	struct ibv_sge sge = {
 		.addr = (uintptr_t)(rs->rbuf + (size_t)idx * rs->rbuf_size),
@@ -440,7 +450,8 @@ static void srn_rs_flush_ctrl(struct srn_rs *rs)
 {
 	uint32_t low = rs->rbufs / 4 ? rs->rbufs / 4 : 1;
 
-	if (rs->state != SRN_RSS_CONNECTED && rs->state != SRN_RSS_CONNECTING)
+	if (rs->dgram ||
+	    (rs->state != SRN_RSS_CONNECTED && rs->state != SRN_RSS_CONNECTING))
 		return;
 	if (rs->fin_wanted && !srn_rs_post_ctrl(rs, SRN_RS_FIN)) {
 		rs->fin_wanted = false;
@@ -451,7 +462,7 @@ static void srn_rs_flush_ctrl(struct srn_rs *rs)
 }
 
 /* Frees the oldest received buffer: reposted, one credit owed. */
-static void srn_rs_release(struct srn_rs *rs)
+void srn_rs_release_head(struct srn_rs *rs)
 {
 	uint32_t idx = rs->rq_idx[rs->rq_head];
 
@@ -493,7 +504,7 @@ size_t srn_rs_read(struct srn_rs *rs, const struct iovec *iov, int iovcnt,
 		at = (at + 1) % rs->nrbuf;
 		left--;
 		if (!peek)
-			srn_rs_release(rs);
+			srn_rs_release_head(rs);
 	}
 	if (!peek) {
 		rs->rq_off = off;
@@ -553,6 +564,13 @@ static void srn_rs_on_recv(struct srn_rs *rs, const struct ibv_wc *wc)
 	if (wc->status != IBV_WC_SUCCESS) {
 		if (wc->status != IBV_WC_WR_FLUSH_ERR)
 			srn_rs_broken(rs, ECONNRESET);
+		return;
+	}
+	if (rs->dgram && idx < rs->nrbuf) { /* a whole datagram, GRH first */
+		tail = (rs->rq_head + rs->rq_cnt) % rs->nrbuf;
+		rs->rq_idx[tail] = idx;
+		rs->rq_len[tail] = wc->byte_len;
+		rs->rq_cnt++;
 		return;
 	}
 	if (idx >= rs->nrbuf || !(wc->wc_flags & IBV_WC_WITH_IMM) ||
@@ -735,7 +753,10 @@ int srn_rs_cm_step(struct srn_rs *rs)
 
 	if (rdma_get_cm_event(rs->ch, &ev))
 		return 0;
-	srn_rs_on_event(rs, ev);
+	if (rs->on_cm)
+		rs->on_cm(rs, ev);
+	else
+		srn_rs_on_event(rs, ev);
 	rdma_ack_cm_event(ev);
 	return 1;
 }
@@ -746,8 +767,9 @@ int srn_rs_progress(struct srn_rs *rs)
 {
 	int n = 0;
 
-	if (rs->state != SRN_RSS_LISTEN && rs->state != SRN_RSS_INIT &&
-	    rs->state != SRN_RSS_BOUND)
+	if (rs->dgram ||
+	    (rs->state != SRN_RSS_LISTEN && rs->state != SRN_RSS_INIT &&
+	     rs->state != SRN_RSS_BOUND))
 		while (srn_rs_cm_step(rs))
 			n++;
 	return n + srn_rs_poll_cq(rs);
@@ -765,6 +787,11 @@ short srn_rs_revents(struct srn_rs *rs)
 {
 	short ev = 0;
 
+	if (rs->dgram) /* a datagram waits; a send slot is free */
+		return (rs->rq_cnt ? POLLIN : 0) |
+		       (rs->s_used < rs->nsbuf && rs->sq_out < rs->sq_depth ?
+				POLLOUT :
+				0);
 	switch (rs->state) {
 	case SRN_RSS_LISTEN:
 		return srn_rs_fd_readable(rs->ch->fd) ? POLLIN : 0;

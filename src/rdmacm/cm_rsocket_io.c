@@ -84,8 +84,19 @@ static int srn_rs_recv_state(struct srn_rs *rs)
 	}
 }
 
+static ssize_t srn_rs_dg_recvv(struct srn_rs *rs, const struct iovec *iov,
+			       int iovcnt, int flags, struct sockaddr *from,
+			       socklen_t *fromlen)
+{
+	ssize_t ret = srn_rs_dg_recvfrom(rs, iov, iovcnt, flags, from, fromlen);
+
+	pthread_mutex_unlock(&rs->lock);
+	return ret < 0 ? srn_rs_fail(ret) : ret;
+}
+
 static ssize_t srn_rs_recvv(int fd, const struct iovec *iov, int iovcnt,
-			    int flags)
+			    int flags, struct sockaddr *from,
+			    socklen_t *fromlen)
 {
 	struct srn_rs *rs = srn_rs_lock_fd(fd);
 	size_t want = srn_rs_iov_len(iov, iovcnt), got = 0;
@@ -95,6 +106,8 @@ static ssize_t srn_rs_recvv(int fd, const struct iovec *iov, int iovcnt,
 
 	if (!rs)
 		return -1;
+	if (rs->dgram)
+		return srn_rs_dg_recvv(rs, iov, iovcnt, flags, from, fromlen);
 	srn_rs_cur_init(&cur, iov, iovcnt);
 	while (got < want) {
 		srn_rs_progress(rs);
@@ -144,16 +157,26 @@ static int srn_rs_send_state(struct srn_rs *rs)
 }
 
 static ssize_t srn_rs_sendv(int fd, const struct iovec *iov, int iovcnt,
-			    int flags)
+			    int flags, const struct sockaddr *to)
 {
 	struct srn_rs *rs = srn_rs_lock_fd(fd);
 	size_t want = srn_rs_iov_len(iov, iovcnt), sent = 0;
 	struct srn_rs_cur cur;
 	const struct iovec *v;
+	ssize_t r;
 	int ret = 0, n;
 
 	if (!rs)
 		return -1;
+	if (rs->dgram) {
+		r = srn_rs_dg_sendto(rs, iov, iovcnt, flags, to);
+		pthread_mutex_unlock(&rs->lock);
+		return r < 0 ? srn_rs_fail(r) : r;
+	}
+	if (to) { /* a connected stream: as send(2), EISCONN */
+		pthread_mutex_unlock(&rs->lock);
+		return srn_rs_fail(-EISCONN);
+	}
 	srn_rs_cur_init(&cur, iov, iovcnt);
 	while (sent < want) {
 		srn_rs_progress(rs);
@@ -190,54 +213,70 @@ SRN_EXPORT ssize_t rrecv(int socket, void *buf, size_t len, int flags)
 {
 	struct iovec v = { .iov_base = buf, .iov_len = len };
 
-	return srn_rs_recvv(socket, &v, 1, flags);
+	return srn_rs_recvv(socket, &v, 1, flags, NULL, NULL);
+}
+
+/* A stream's source is its peer. */
+static void srn_rs_stream_from(int socket, struct sockaddr *from,
+			       socklen_t *fromlen)
+{
+	struct srn_rs *rs = srn_rs_get(socket);
+
+	if (!from || !fromlen || !rs || rs->dgram)
+		return;
+	if (rgetpeername(socket, from, fromlen))
+		*fromlen = 0;
 }
 
 SRN_EXPORT ssize_t rrecvfrom(int socket, void *buf, size_t len, int flags,
 			     struct sockaddr *src_addr, socklen_t *addrlen)
 {
-	ssize_t ret = rrecv(socket, buf, len, flags);
+	struct iovec v = { .iov_base = buf, .iov_len = len };
+	ssize_t ret = srn_rs_recvv(socket, &v, 1, flags, src_addr, addrlen);
 
-	if (ret >= 0 && src_addr && addrlen &&
-	    rgetpeername(socket, src_addr, addrlen))
-		*addrlen = 0;
+	if (ret >= 0)
+		srn_rs_stream_from(socket, src_addr, addrlen);
 	return ret;
 }
 
 SRN_EXPORT ssize_t rrecvmsg(int socket, struct msghdr *msg, int flags)
 {
+	ssize_t ret;
+
 	if (!msg || msg->msg_iovlen > IOV_MAX)
 		return srn_rs_fail(-EINVAL);
 	msg->msg_controllen = 0;
 	msg->msg_flags = 0;
-	if (msg->msg_name && msg->msg_namelen &&
-	    rgetpeername(socket, msg->msg_name, &msg->msg_namelen))
-		msg->msg_namelen = 0;
-	return srn_rs_recvv(socket, msg->msg_iov, msg->msg_iovlen, flags);
+	ret = srn_rs_recvv(socket, msg->msg_iov, msg->msg_iovlen, flags,
+			   msg->msg_name, &msg->msg_namelen);
+	if (ret >= 0)
+		srn_rs_stream_from(socket, msg->msg_name, &msg->msg_namelen);
+	return ret;
 }
 
 SRN_EXPORT ssize_t rsend(int socket, const void *buf, size_t len, int flags)
 {
 	struct iovec v = { .iov_base = (void *)buf, .iov_len = len };
 
-	return srn_rs_sendv(socket, &v, 1, flags);
+	return srn_rs_sendv(socket, &v, 1, flags, NULL);
 }
 
 SRN_EXPORT ssize_t rsendto(int socket, const void *buf, size_t len, int flags,
 			   const struct sockaddr *dest_addr, socklen_t addrlen)
 {
-	if (dest_addr) /* a connected stream: as send(2), EISCONN */
-		return srn_rs_fail(-EISCONN);
-	return rsend(socket, buf, len, flags);
+	struct iovec v = { .iov_base = (void *)buf, .iov_len = len };
+
+	if (dest_addr && addrlen < sizeof(struct sockaddr_in))
+		return srn_rs_fail(-EINVAL);
+	return srn_rs_sendv(socket, &v, 1, flags, dest_addr);
 }
 
 SRN_EXPORT ssize_t rsendmsg(int socket, const struct msghdr *msg, int flags)
 {
 	if (!msg || msg->msg_iovlen > IOV_MAX)
 		return srn_rs_fail(-EINVAL);
-	if (msg->msg_name && msg->msg_namelen)
-		return srn_rs_fail(-EISCONN);
-	return srn_rs_sendv(socket, msg->msg_iov, msg->msg_iovlen, flags);
+	return srn_rs_sendv(socket, msg->msg_iov, msg->msg_iovlen, flags,
+			    msg->msg_namelen ? msg->msg_name : NULL);
 }
 
 SRN_EXPORT ssize_t rread(int socket, void *buf, size_t count)
@@ -249,7 +288,7 @@ SRN_EXPORT ssize_t rreadv(int socket, const struct iovec *iov, int iovcnt)
 {
 	if (iovcnt < 0 || iovcnt > IOV_MAX)
 		return srn_rs_fail(-EINVAL);
-	return srn_rs_recvv(socket, iov, iovcnt, 0);
+	return srn_rs_recvv(socket, iov, iovcnt, 0, NULL, NULL);
 }
 
 SRN_EXPORT ssize_t rwrite(int socket, const void *buf, size_t count)
@@ -261,7 +300,7 @@ SRN_EXPORT ssize_t rwritev(int socket, const struct iovec *iov, int iovcnt)
 {
 	if (iovcnt < 0 || iovcnt > IOV_MAX)
 		return srn_rs_fail(-EINVAL);
-	return srn_rs_sendv(socket, iov, iovcnt, 0);
+	return srn_rs_sendv(socket, iov, iovcnt, 0, NULL);
 }
 
 /* IOMAP or IOUNMAP of m to the peer: waits for the connection and a

@@ -63,8 +63,19 @@ struct srn_rs_rmap {
 	uint32_t rkey;
 };
 
+/* A datagram rsocket's destination, resolved (SIDR) once. */
+struct srn_rs_dest {
+	struct sockaddr_storage addr;
+	struct ibv_ah *ah;
+	uint32_t qpn, qkey;
+};
+
 struct srn_rs {
 	int fd; /* the rsocket's number: ch->fd */
+	bool dgram; /* SOCK_DGRAM: a UD QP (cm_rsocket_dgram.c) */
+	/* a datagram rsocket's rdma_cm events (SIDR requests), set by
+	 * cm_rsocket_dgram.c: the core calls up only through it */
+	void (*on_cm)(struct srn_rs *rs, struct rdma_cm_event *ev);
 	pthread_mutex_t lock;
 	enum srn_rs_state state;
 	int domain;
@@ -108,11 +119,21 @@ struct srn_rs {
 	uint32_t niomap;
 	struct srn_rs_rmap *rmap; /* the peer's */
 	uint32_t nrmap;
+	/* datagrams */
+	struct srn_rs_dest *dests;
+	uint32_t ndests;
+	int conn_dest; /* rconnect's destination, -1 */
+	struct rdma_event_channel *rch; /* address resolution's */
 };
 
 /* cm_rsocket_core.c */
 int srn_rs_fail(int neg_errno);
+struct srn_rs *srn_rs_alloc(int domain);
 struct srn_rs *srn_rs_new(int domain);
+int srn_rs_nonblock_fd(int fd);
+int srn_rs_map(struct ibv_pd *pd, size_t len, int access, uint8_t **buf_p,
+	       size_t *len_p, struct ibv_mr **mr_p);
+int srn_rs_post_recv(struct srn_rs *rs, uint32_t idx);
 struct srn_rs *srn_rs_child(const struct srn_rs *lrs, struct rdma_cm_id *id);
 int srn_rs_insert(struct srn_rs *rs);
 struct srn_rs *srn_rs_get(int fd);
@@ -138,8 +159,20 @@ bool srn_rs_slot_free(const struct srn_rs *rs);
 int srn_rs_arm(struct srn_rs *rs);
 void srn_rs_drain_cch(struct srn_rs *rs);
 
+void srn_rs_release_head(struct srn_rs *rs);
+
 /* cm_rsocket_poll.c */
 int srn_rs_block(struct srn_rs *rs, int timeout_ms);
 int srn_rs_wait(struct srn_rs *rs, short events, int timeout_ms);
+
+/* cm_rsocket_dgram.c */
+struct srn_rs *srn_rs_dg_new(int domain);
+int srn_rs_dg_bind(struct srn_rs *rs, const struct sockaddr *addr);
+int srn_rs_dg_connect(struct srn_rs *rs, const struct sockaddr *addr);
+ssize_t srn_rs_dg_sendto(struct srn_rs *rs, const struct iovec *iov, int iovcnt,
+			 int flags, const struct sockaddr *to);
+ssize_t srn_rs_dg_recvfrom(struct srn_rs *rs, const struct iovec *iov,
+			   int iovcnt, int flags, struct sockaddr *from,
+			   socklen_t *fromlen);
 
 #endif /* SRN_RDMACM_RS_H */

@@ -391,6 +391,62 @@ static int t_again(void)
 	return 0;
 }
 
+struct echo {
+	int fd;
+	ssize_t n;
+};
+
+/* A datagram rsocket's echo: one datagram back to its sender. */
+static void *dgram_echo(void *arg)
+{
+	struct echo *e = arg;
+	struct sockaddr_in from;
+	socklen_t len = sizeof(from);
+	char b[64];
+
+	e->n = rrecvfrom(e->fd, b, sizeof(b), 0, (struct sockaddr *)&from,
+			 &len);
+	if (e->n > 0)
+		e->n = rsendto(e->fd, b, e->n, 0, (struct sockaddr *)&from,
+			       len);
+	return NULL;
+}
+
+/* SOCK_DGRAM: rsendto a bound rsocket (found through rdma_cm), its
+ * answer back to the (auto-bound) sender; EMSGSIZE; EAGAIN. */
+static int t_dgram(void)
+{
+	struct echo e = { .fd = rsocket(AF_INET, SOCK_DGRAM, 0) };
+	int c = rsocket(AF_INET, SOCK_DGRAM, 0);
+	static char big[8192];
+	struct sockaddr_in a;
+	uint16_t port = 0;
+	pthread_t th;
+	char b[64];
+	int tries;
+
+	CHECK(e.fd >= 0 && c >= 0);
+	for (tries = 0; tries < 100; tries++) {
+		port = next_port++;
+		a = loopback(port);
+		if (!rbind(e.fd, (struct sockaddr *)&a, sizeof(a)))
+			break;
+	}
+	CHECK(tries < 100);
+	CHECK(rrecv(e.fd, b, sizeof(b), MSG_DONTWAIT) == -1 && errno == EAGAIN);
+	pthread_create(&th, NULL, dgram_echo, &e);
+	CHECK(rsendto(c, "ping", 4, 0, (struct sockaddr *)&a, sizeof(a)) == 4);
+	CHECK(rrecv(c, b, sizeof(b), 0) == 4 && !memcmp(b, "ping", 4));
+	pthread_join(th, NULL);
+	CHECK(e.n == 4);
+	CHECK(rsendto(c, big, sizeof(big), 0, (struct sockaddr *)&a,
+		      sizeof(a)) == -1 &&
+	      errno == EMSGSIZE);
+	rclose(c);
+	rclose(e.fd);
+	return 0;
+}
+
 static const struct {
 	const char *name;
 	int (*fn)(void);
@@ -403,6 +459,7 @@ static const struct {
 	{ "shutdown", t_shutdown },
 	{ "flow", t_flow },
 	{ "again", t_again },
+	{ "dgram", t_dgram },
 };
 
 int main(int argc, char **argv)
