@@ -220,6 +220,13 @@ int srn_cm_bind_port(struct srn_cm_id *cid, uint16_t port)
 			       SRN_CM_SOCK_FMT, (unsigned int)cid->id.ps, p);
 		if (!bind(fd, (struct sockaddr *)&sa,
 			  offsetof(struct sockaddr_un_abs, path) + 1 + len)) {
+			/* read from now on, so that a REQ handed off while
+			 * the port is bound but not listening is rejected
+			 * (srn_cm_on_unix) rather than left unread */
+			len = srn_cm_epoll_add(fd, cid->serial, SRN_CM_EP_UNIX,
+					       EPOLLIN);
+			if (len)
+				break;
 			cid->unix_fd = fd;
 			cid->port = p;
 			return 0;
@@ -227,7 +234,7 @@ int srn_cm_bind_port(struct srn_cm_id *cid, uint16_t port)
 		if (errno != EADDRINUSE || port)
 			break;
 	}
-	len = -errno;
+	len = len < 0 ? len : -errno;
 	close(fd);
 	return len;
 }
@@ -418,12 +425,6 @@ static int srn_cm_listen_locked(struct srn_cm_id *cid, int backlog)
 	ret = srn_cm_listen_get();
 	if (ret)
 		return ret;
-	ret = srn_cm_epoll_add(cid->unix_fd, cid->serial, SRN_CM_EP_UNIX,
-			       EPOLLIN);
-	if (ret) {
-		srn_cm_listen_put();
-		return ret;
-	}
 	srn_dbg("rdmacm: listen on port %u", cid->port);
 	cid->backlog = backlog > 0 ? backlog : 1024;
 	cid->state = SRN_CMS_LISTEN;

@@ -377,7 +377,9 @@ static void srn_cm_on_unix(struct srn_cm_id *lid)
 		close(fd);
 		return;
 	}
-	if (srn_cm_up->on_req(lid, fd, &m))
+	if (lid->state != SRN_CMS_LISTEN) /* bound, not listening */
+		srn_cm_reject_fd(fd, SRN_CM_REJ_INVALID_SERVICE_ID);
+	else if (srn_cm_up->on_req(lid, fd, &m))
 		srn_cm_reject_fd(fd, SRN_CM_REJ_CONSUMER_DEFINED);
 }
 

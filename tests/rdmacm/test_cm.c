@@ -492,6 +492,54 @@ static int t_handoff(void)
 	return 0;
 }
 
+/* A port bound by another process that does not listen on it: the REQ
+ * handed to that process is rejected at once (not left unread there). */
+static int t_bound_only(void)
+{
+	struct side mine = { 0 }, cli = { 0 };
+	uint16_t port = 20000 + (getpid() + 5000) % 10000;
+	int pfd[2], qfd[2], st, tag = 0;
+	struct rdma_cm_event *ev;
+	char c;
+	pid_t pid;
+
+	CHECK(!listen_on(&mine, 0, &tag)); /* our CM port is open */
+	CHECK(!pipe(pfd) && !pipe(qfd));
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		struct rdma_event_channel *ch = rdma_create_event_channel();
+		struct sockaddr_in sa = loopback(port);
+		struct rdma_cm_id *id;
+
+		if (!ch || rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) ||
+		    rdma_bind_addr(id, (struct sockaddr *)&sa) ||
+		    write(pfd[1], "x", 1) != 1)
+			_exit(1);
+		_exit(read(qfd[0], &c, 1) == 1 ? 0 : 1); /* until told */
+	}
+	CHECK(read(pfd[0], &c, 1) == 1);
+	CHECK(!client_to(&cli, port));
+	CHECK(!make_qp(cli.id));
+	CHECK(!rdma_connect(cli.id, NULL));
+	ev = next_event(cli.ch, RDMA_CM_EVENT_REJECTED);
+	CHECK(ev);
+	if (ev) {
+		CHECK(ev->status == 8); /* invalid service id */
+		rdma_ack_cm_event(ev);
+	}
+	teardown(&cli);
+	CHECK(write(qfd[1], "x", 1) == 1);
+	CHECK(waitpid(pid, &st, 0) == pid);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	close(pfd[0]);
+	close(pfd[1]);
+	close(qfd[0]);
+	close(qfd[1]);
+	teardown(&mine);
+	return 0;
+}
+
 /* Synchronous ids: rdma_getaddrinfo, rdma_create_ep, rdma_get_request. */
 static void *ep_server(void *arg)
 {
@@ -849,6 +897,7 @@ static const struct {
 	{ "nobody_listening", t_nobody_listening },
 	{ "ep", t_ep },
 	{ "handoff", t_handoff },
+	{ "bound_only", t_bound_only },
 	{ "sidr", t_sidr },
 	{ "sidr_reject", t_sidr_reject },
 	{ "sidr_nobody", t_sidr_nobody },
