@@ -202,7 +202,7 @@ struct srn_memreg {
 };
 
 int srn_memreg_get(struct srn_memreg *reg, uintptr_t addr, size_t len,
-		   bool need_write);
+		   bool need_write, bool ro);
 void srn_memreg_put(struct srn_memreg *reg);
 void srn_memreg_atfork_child(void);
 /* A remap copies pages and maps the copy in their place: a write by
@@ -245,6 +245,20 @@ struct srn_mw {
 #define SRN_ACCESS_REMOTE                                   \
 	(IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | \
 	 IBV_ACCESS_REMOTE_ATOMIC)
+
+/* The rights that write the memory. */
+#define SRN_ACCESS_WRITES                                   \
+	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
+	 IBV_ACCESS_REMOTE_ATOMIC)
+
+/* An MR whose one remote right is REMOTE_READ is shared read-only,
+ * whatever its local rights: its pages are a memfd sealed against writable
+ * mappings and writes (core/memreg.c), sent O_RDONLY and mapped without
+ * PROT_WRITE by peers (docs/security.md). */
+static inline bool srn_access_ro_shared(unsigned access)
+{
+	return (access & SRN_ACCESS_REMOTE) == IBV_ACCESS_REMOTE_READ;
+}
 
 /* What a key resolves to: a copy of its TPT entry, taken consistently. */
 struct srn_key_ref {

@@ -13,6 +13,18 @@
  *     protection. The application keeps its pointers and contents.
  * Chunks are reference-counted by MRs; overlapping MRs share chunks.
  *
+ * An MR shared read-only (srn_access_ro_shared: REMOTE_READ its one remote
+ * right) gets chunks of its own, "sealed": the memfd is mapped here first,
+ * with the application's protection, then sealed with F_SEAL_FUTURE_WRITE
+ * (and against shrinking, growing and further seals) and made mode 0400.
+ * From then on nobody, the owner included, can create a writable shared
+ * mapping of it or write() to it, whatever descriptor they hold or reopen;
+ * the owner's mapping, made before the seal, stays writable. Sealed and
+ * writable chunks never share pages: an MR that would need both (a
+ * read-only MR over pages of a writable one, or the reverse, or a
+ * read-only MR of the application's own shared file) is not shared at all
+ * (-EOPNOTSUPP): peers reach it with process_vm_* (docs/security.md).
+ *
  * Caveats (docs/architecture.md): writes by other threads to the same pages
  * during the remap are lost; neighbours in the same pages become shared
  * memory too; after fork() the child gets a private copy (atfork handler).
@@ -47,6 +59,7 @@ struct srn_chunk {
 	int prot;
 	unsigned refs;
 	bool foreign; /* the application's own shared mapping */
+	bool sealed; /* a read-only MR's: F_SEAL_FUTURE_WRITE, mode 0400 */
 	bool listed;
 };
 
@@ -309,15 +322,29 @@ static int srn_pages_read(int fd, void *dst, size_t len, uint64_t off)
 	return 0;
 }
 
-/* Copies private pages into a new memfd and maps it over them in place. */
-static int srn_chunk_remap(struct srn_chunk *c, const struct srn_vma *vmas,
-			   unsigned n)
+/* A sealed chunk's memfd, once mapped here: no new writable mapping, no
+ * write(), no size change, no seal removed, and no reopening O_RDWR by
+ * another process of our uid that is not root (mode 0400). */
+static int srn_chunk_seal(int fd)
+{
+	if (fcntl(fd, F_ADD_SEALS,
+		  F_SEAL_FUTURE_WRITE | F_SEAL_SHRINK | F_SEAL_GROW |
+			  F_SEAL_SEAL) ||
+	    fchmod(fd, 0400))
+		return -errno;
+	return 0;
+}
+
+/* Copies private pages into a new memfd and maps it over them in place
+ * (sealed after that for a read-only MR's chunk). */
+static int srn_chunk_remap(struct srn_chunk *c)
 {
 	void (*enter)(void), (*leave)(void);
 	struct stat st;
 	int fd, err = 0;
 
-	fd = memfd_create(SRN_MR_MEMFD_NAME, MFD_CLOEXEC);
+	fd = memfd_create(SRN_MR_MEMFD_NAME,
+			  MFD_CLOEXEC | (c->sealed ? MFD_ALLOW_SEALING : 0));
 	if (fd < 0)
 		return -errno;
 	if (ftruncate(fd, c->len) || fstat(fd, &st)) {
@@ -335,6 +362,11 @@ static int srn_chunk_remap(struct srn_chunk *c, const struct srn_vma *vmas,
 		err = -errno;
 	if (enter && leave)
 		leave();
+	if (!err && c->sealed && srn_chunk_seal(fd)) {
+		/* the pages stay mapped from fd, untracked (a later
+		 * registration remaps them): not shareable read-only */
+		err = -EOPNOTSUPP;
+	}
 	if (err)
 		goto out_close;
 	c->fd = fd;
@@ -366,7 +398,7 @@ static bool srn_on_own_stack(uintptr_t start, uintptr_t end)
 
 /* Creates the chunk that starts at cursor and ends at most at limit. */
 static int srn_chunk_create(uintptr_t cursor, uintptr_t limit,
-			    const struct srn_vma *vmas, unsigned n,
+			    const struct srn_vma *vmas, unsigned n, bool ro,
 			    struct srn_chunk **c_p)
 {
 	const struct srn_vma *v = srn_vma_at(vmas, n, cursor);
@@ -378,16 +410,19 @@ static int srn_chunk_create(uintptr_t cursor, uintptr_t limit,
 	if (v->stack ||
 	    srn_on_own_stack(cursor, v->end < limit ? v->end : limit))
 		return -EOPNOTSUPP;
+	if (ro && v->shared && !v->ours)
+		return -EOPNOTSUPP; /* the application's file cannot be sealed */
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
 	c->start = cursor;
 	c->len = (v->end < limit ? v->end : limit) - cursor;
 	c->prot = v->prot;
+	c->sealed = ro;
 	if (v->shared && !v->ours)
 		err = srn_chunk_foreign(c, v);
 	else
-		err = srn_chunk_remap(c, vmas, n);
+		err = srn_chunk_remap(c);
 	if (err) {
 		free(c);
 		return err;
@@ -408,7 +443,7 @@ static bool srn_chunk_valid(const struct srn_chunk *c, const struct srn_vma *v)
 
 static int srn_memreg_piece(struct srn_memreg *reg, uintptr_t *cursor,
 			    uintptr_t end, const struct srn_vma *vmas,
-			    unsigned n)
+			    unsigned n, bool ro)
 {
 	struct srn_chunk *c = srn_chunk_find(*cursor);
 	struct srn_mr_piece *p;
@@ -422,12 +457,14 @@ static int srn_memreg_piece(struct srn_memreg *reg, uintptr_t *cursor,
 		c->listed = false;
 		c = NULL;
 	}
+	if (c && c->sealed != ro)
+		return -EOPNOTSUPP; /* read-only and writable sharing mixed */
 	if (c) {
 		c->refs++;
 	} else {
 		err = srn_chunk_create(*cursor,
 				       srn_chunk_next_start(*cursor, end), vmas,
-				       n, &c);
+				       n, ro, &c);
 		if (err)
 			return err;
 	}
@@ -443,7 +480,7 @@ static int srn_memreg_piece(struct srn_memreg *reg, uintptr_t *cursor,
 }
 
 int srn_memreg_get(struct srn_memreg *reg, uintptr_t addr, size_t len,
-		   bool need_write)
+		   bool need_write, bool ro)
 {
 	struct srn_vma *vmas = calloc(SRN_MAX_VMAS, sizeof(*vmas));
 	uintptr_t end, cursor;
@@ -462,7 +499,7 @@ int srn_memreg_get(struct srn_memreg *reg, uintptr_t addr, size_t len,
 		if (need_write && !(vmas[i].prot & PROT_WRITE))
 			err = -EFAULT;
 	for (cursor = reg->span_start; !err && cursor < end;)
-		err = srn_memreg_piece(reg, &cursor, end, vmas, n);
+		err = srn_memreg_piece(reg, &cursor, end, vmas, n, ro);
 	if (err) {
 		for (unsigned i = 0; i < reg->npieces; i++)
 			srn_chunk_unref(reg->piece[i].chunk);

@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -314,10 +315,13 @@ static int srn_mr_attach_memory(struct srn_mr *mr)
 		return 0; /* (an empty MR of device memory: nothing either) */
 	if (!(mr->access & SRN_ACCESS_SHARED))
 		return srn_memreg_check(addr, mr->ibmr.length, false);
-	err = srn_memreg_get(&mr->reg, addr, mr->ibmr.length, need_write);
+	err = srn_memreg_get(&mr->reg, addr, mr->ibmr.length, need_write,
+			     srn_access_ro_shared(mr->access));
 	if (err == -EOPNOTSUPP) {
 		srn_dbg("MR at %p: memory cannot be remapped (stack or "
-			"unshareable mapping): peers use process_vm_*",
+			"unshareable mapping) or shared with the rights it "
+			"needs (read-only and writable MRs over one page): "
+			"peers use process_vm_*",
 			mr->ibmr.addr);
 		return srn_memreg_check(addr, mr->ibmr.length, need_write);
 	}
@@ -501,6 +505,19 @@ SRN_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd,
 	return 0;
 }
 
+/* A descriptor of a piece's memfd for a peer: a duplicate, or for a
+ * read-only MR (sealed memfds) a new O_RDONLY open of it, so that even
+ * the descriptor's own mode refuses a writable mapping. */
+static int srn_mr_export_fd(int fd, bool ro)
+{
+	char path[64];
+
+	if (!ro)
+		return fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	return open(path, O_RDONLY | O_CLOEXEC);
+}
+
 /*
  * For a peer's MR_REQ: the TPT entry of key and a copy of its memory
  * pieces with duplicated fds (the caller closes them). -EACCES when the
@@ -525,8 +542,9 @@ int srn_mr_export(struct srn_context *ctx, uint32_t key,
 		*reg_copy = mr->reg;
 		for (unsigned i = 0; i < reg_copy->npieces; i++) {
 			reg_copy->piece[i].chunk = NULL;
-			reg_copy->piece[i].fd =
-				fcntl(mr->reg.piece[i].fd, F_DUPFD_CLOEXEC, 0);
+			reg_copy->piece[i].fd = srn_mr_export_fd(
+				mr->reg.piece[i].fd,
+				srn_access_ro_shared(mr->access));
 			if (reg_copy->piece[i].fd < 0)
 				err = -EMFILE;
 		}
