@@ -33,7 +33,8 @@
 #define SRN_MAX_INLINE 256
 #define SRN_MAX_CQ 4096
 #define SRN_MAX_CQE ((1 << 22) - 1) /* a sparse memfd: pages on use */
-#define SRN_MAX_MR (SRN_TPT_ENTRIES - 1)
+#define SRN_MAX_MR (1u << 20) /* MRs: TPT indexes from 2^14 */
+#define SRN_MAX_MW ((1u << SRN_MW_INDEX_BITS) - 1) /* windows: below */
 #define SRN_MAX_MR_SIZE (1ull << 40)
 #define SRN_MAX_PD 4096
 #define SRN_MAX_DM_SIZE (256u << 10) /* device memory per context */
@@ -94,8 +95,9 @@ struct srn_context {
 	uint32_t next_handle;
 	/* key table: shared (peers map it read-only) and private half */
 	struct srn_seg tpt_seg;
-	struct srn_mr *mr_by_index[SRN_TPT_ENTRIES];
-	uint32_t mr_hint;
+	struct srn_mr **mr_by_index; /* SRN_TPT_ENTRIES */
+	uint32_t mr_hint, mw_hint; /* where the next search for a free
+				    * index starts */
 	/* async events (ibv_get_async_event) */
 	pthread_mutex_t async_lock;
 	struct srn_list async_events;
@@ -223,7 +225,7 @@ struct srn_mr {
 	bool shared; /* memory reachable by peers (memreg holds it) */
 	bool is_mw; /* the TPT slot of a memory window (struct srn_mw) */
 	uint32_t nbound; /* windows bound to it (ctx->lock) */
-	struct srn_memreg reg;
+	struct srn_memreg *reg; /* when shared: its pieces only */
 };
 
 /* ---- mw.c: memory windows (their TPT entries are published by mr.c) */
