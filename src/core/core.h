@@ -582,6 +582,12 @@ extern const char *const srn_stall_names[];
 struct srn_transport_ops;
 struct srn_ud_qp;
 
+/* struct srn_qp's rx. */
+struct srn_qp_rxattr {
+	uint32_t access, rq_psn;
+	uint8_t min_rnr_timer, timeout, retry_cnt;
+};
+
 struct srn_qp {
 	struct ibv_qp_ex ibqpx; /* qp_base first */
 	struct srn_context *ctx;
@@ -602,6 +608,10 @@ struct srn_qp {
 	bool fatal_sent; /* IBV_EVENT_QP_FATAL raised (sq_lock; RESET clears) */
 	/* attributes (written by modify_qp under both locks) */
 	struct ibv_qp_attr attr;
+	/* the attributes a receive side reads without the QP's locks (the
+	 * progress thread): copies published by srn_qp_publish_rx, read
+	 * with srn_qp_rx_get */
+	struct srn_qp_rxattr rx;
 	/* shared segment: state for peers and the RQ ring */
 	struct srn_seg seg;
 	struct srn_qp_shm *shm;
@@ -692,6 +702,28 @@ void srn_qp_destroy(struct srn_qp *qp);
 void srn_qp_add(struct srn_qp *qp, struct ibv_qp_init_attr_ex *a);
 void srn_qp_del(struct srn_qp *qp);
 int srn_qp_check_attr(const struct ibv_qp_attr *a, int mask);
+void srn_qp_publish_rx(struct srn_qp *qp);
+
+/* The attributes a thread that does not hold the QP's locks may read. */
+static inline struct srn_qp_rxattr srn_qp_rx_get(const struct srn_qp *qp)
+{
+	struct srn_qp_rxattr r;
+
+	/* relaxed: pairs with the relaxed stores in srn_qp_publish_rx; each
+	 * field is a value of its own, ordered with nothing else */
+	r.access = __atomic_load_n(&qp->rx.access, __ATOMIC_RELAXED);
+	/* relaxed: as above */
+	r.rq_psn = __atomic_load_n(&qp->rx.rq_psn, __ATOMIC_RELAXED);
+	/* relaxed: as above */
+	r.min_rnr_timer =
+		__atomic_load_n(&qp->rx.min_rnr_timer, __ATOMIC_RELAXED);
+	/* relaxed: as above */
+	r.timeout = __atomic_load_n(&qp->rx.timeout, __ATOMIC_RELAXED);
+	/* relaxed: as above */
+	r.retry_cnt = __atomic_load_n(&qp->rx.retry_cnt, __ATOMIC_RELAXED);
+	return r;
+}
+
 void srn_qp_apply_attr(struct srn_qp *qp, const struct ibv_qp_attr *a,
 		       int mask);
 void srn_qp_reset_queues(struct srn_qp *qp);
