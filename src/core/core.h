@@ -33,7 +33,8 @@
 #define SRN_MAX_INLINE 256
 #define SRN_MAX_CQ 4096
 #define SRN_MAX_CQE ((1 << 22) - 1) /* a sparse memfd: pages on use */
-#define SRN_MAX_MR (SRN_TPT_ENTRIES - 1)
+#define SRN_MAX_MR (1u << 20) /* MRs: TPT indexes from 2^14 */
+#define SRN_MAX_MW ((1u << SRN_MW_INDEX_BITS) - 1) /* windows: below */
 #define SRN_MAX_MR_SIZE (1ull << 40)
 #define SRN_MAX_PD 4096
 #define SRN_MAX_DM_SIZE (256u << 10) /* device memory per context */
@@ -94,8 +95,9 @@ struct srn_context {
 	uint32_t next_handle;
 	/* key table: shared (peers map it read-only) and private half */
 	struct srn_seg tpt_seg;
-	struct srn_mr *mr_by_index[SRN_TPT_ENTRIES];
-	uint32_t mr_hint;
+	struct srn_mr **mr_by_index; /* SRN_TPT_ENTRIES */
+	uint32_t mr_hint, mw_hint; /* where the next search for a free
+				    * index starts */
 	/* async events (ibv_get_async_event) */
 	pthread_mutex_t async_lock;
 	struct srn_list async_events;
@@ -208,7 +210,7 @@ struct srn_memreg {
 };
 
 int srn_memreg_get(struct srn_memreg *reg, uintptr_t addr, size_t len,
-		   bool need_write);
+		   bool need_write, bool ro);
 void srn_memreg_put(struct srn_memreg *reg);
 void srn_memreg_atfork_child(void);
 /* A remap copies pages and maps the copy in their place: a write by
@@ -229,7 +231,7 @@ struct srn_mr {
 	bool shared; /* memory reachable by peers (memreg holds it) */
 	bool is_mw; /* the TPT slot of a memory window (struct srn_mw) */
 	uint32_t nbound; /* windows bound to it (ctx->lock) */
-	struct srn_memreg reg;
+	struct srn_memreg *reg; /* when shared: its pieces only */
 };
 
 /* ---- mw.c: memory windows (their TPT entries are published by mr.c) */
@@ -251,6 +253,20 @@ struct srn_mw {
 #define SRN_ACCESS_REMOTE                                   \
 	(IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | \
 	 IBV_ACCESS_REMOTE_ATOMIC)
+
+/* The rights that write the memory. */
+#define SRN_ACCESS_WRITES                                   \
+	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
+	 IBV_ACCESS_REMOTE_ATOMIC)
+
+/* An MR whose one remote right is REMOTE_READ is shared read-only,
+ * whatever its local rights: its pages are a memfd sealed against writable
+ * mappings and writes (core/memreg.c), sent O_RDONLY and mapped without
+ * PROT_WRITE by peers (docs/security.md). */
+static inline bool srn_access_ro_shared(unsigned access)
+{
+	return (access & SRN_ACCESS_REMOTE) == IBV_ACCESS_REMOTE_READ;
+}
 
 /* What a key resolves to: a copy of its TPT entry, taken consistently. */
 struct srn_key_ref {
@@ -572,6 +588,12 @@ extern const char *const srn_stall_names[];
 struct srn_transport_ops;
 struct srn_ud_qp;
 
+/* struct srn_qp's rx. */
+struct srn_qp_rxattr {
+	uint32_t access, rq_psn;
+	uint8_t min_rnr_timer, timeout, retry_cnt;
+};
+
 struct srn_qp {
 	struct ibv_qp_ex ibqpx; /* qp_base first */
 	struct srn_context *ctx;
@@ -592,6 +614,10 @@ struct srn_qp {
 	bool fatal_sent; /* IBV_EVENT_QP_FATAL raised (sq_lock; RESET clears) */
 	/* attributes (written by modify_qp under both locks) */
 	struct ibv_qp_attr attr;
+	/* the attributes a receive side reads without the QP's locks (the
+	 * progress thread): copies published by srn_qp_publish_rx, read
+	 * with srn_qp_rx_get */
+	struct srn_qp_rxattr rx;
 	/* shared segment: state for peers and the RQ ring */
 	struct srn_seg seg;
 	struct srn_qp_shm *shm;
@@ -682,6 +708,28 @@ void srn_qp_destroy(struct srn_qp *qp);
 void srn_qp_add(struct srn_qp *qp, struct ibv_qp_init_attr_ex *a);
 void srn_qp_del(struct srn_qp *qp);
 int srn_qp_check_attr(const struct ibv_qp_attr *a, int mask);
+void srn_qp_publish_rx(struct srn_qp *qp);
+
+/* The attributes a thread that does not hold the QP's locks may read. */
+static inline struct srn_qp_rxattr srn_qp_rx_get(const struct srn_qp *qp)
+{
+	struct srn_qp_rxattr r;
+
+	/* relaxed: pairs with the relaxed stores in srn_qp_publish_rx; each
+	 * field is a value of its own, ordered with nothing else */
+	r.access = __atomic_load_n(&qp->rx.access, __ATOMIC_RELAXED);
+	/* relaxed: as above */
+	r.rq_psn = __atomic_load_n(&qp->rx.rq_psn, __ATOMIC_RELAXED);
+	/* relaxed: as above */
+	r.min_rnr_timer =
+		__atomic_load_n(&qp->rx.min_rnr_timer, __ATOMIC_RELAXED);
+	/* relaxed: as above */
+	r.timeout = __atomic_load_n(&qp->rx.timeout, __ATOMIC_RELAXED);
+	/* relaxed: as above */
+	r.retry_cnt = __atomic_load_n(&qp->rx.retry_cnt, __ATOMIC_RELAXED);
+	return r;
+}
+
 void srn_qp_apply_attr(struct srn_qp *qp, const struct ibv_qp_attr *a,
 		       int mask);
 void srn_qp_reset_queues(struct srn_qp *qp);

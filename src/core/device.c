@@ -168,7 +168,7 @@ static void srn_fill_device_attr(struct ibv_device_attr *a)
 	a->max_cq = SRN_MAX_CQ;
 	a->max_cqe = SRN_MAX_CQE;
 	a->max_mr = SRN_MAX_MR;
-	a->max_mw = SRN_MAX_MR; /* windows share the TPT with MRs */
+	a->max_mw = SRN_MAX_MW; /* windows share the TPT with MRs */
 	a->max_pd = SRN_MAX_PD;
 	a->max_qp_rd_atom = SRN_MAX_RD_ATOM;
 	a->max_ee_rd_atom = 0;

@@ -13,6 +13,18 @@
  *     protection. The application keeps its pointers and contents.
  * Chunks are reference-counted by MRs; overlapping MRs share chunks.
  *
+ * An MR shared read-only (srn_access_ro_shared: REMOTE_READ its one remote
+ * right) gets chunks of its own, "sealed": the memfd is mapped here first,
+ * with the application's protection, then sealed with F_SEAL_FUTURE_WRITE
+ * (and against shrinking, growing and further seals) and made mode 0400.
+ * From then on nobody, the owner included, can create a writable shared
+ * mapping of it or write() to it, whatever descriptor they hold or reopen;
+ * the owner's mapping, made before the seal, stays writable. Sealed and
+ * writable chunks never share pages: an MR that would need both (a
+ * read-only MR over pages of a writable one, or the reverse, or a
+ * read-only MR of the application's own shared file) is not shared at all
+ * (-EOPNOTSUPP): peers reach it with process_vm_* (docs/security.md).
+ *
  * Caveats (docs/architecture.md): writes by other threads to the same pages
  * during the remap are lost; neighbours in the same pages become shared
  * memory too; after fork() the child gets a private copy (atfork handler).
@@ -25,8 +37,12 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <search.h>
 #include <string.h>
+#include <assert.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -59,7 +75,7 @@ static void srn_move_fixed(void *from, size_t len, void *to)
 #define SRN_MAX_VMAS 64
 
 struct srn_chunk {
-	struct srn_list link; /* sorted by start */
+	struct srn_list link; /* in srn_chunks (for fork) */
 	uintptr_t start;
 	size_t len;
 	uint64_t file_off0; /* file offset of start */
@@ -68,6 +84,8 @@ struct srn_chunk {
 	int prot;
 	unsigned refs;
 	bool foreign; /* the application's own shared mapping */
+	bool sealed; /* a read-only MR's: F_SEAL_FUTURE_WRITE, mode 0400 */
+	bool arena; /* fd is the arena's (not the chunk's own) */
 	bool listed;
 };
 
@@ -84,6 +102,13 @@ struct srn_vma {
 
 static pthread_mutex_t srn_memreg_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct srn_list srn_chunks = SRN_LIST_INIT(srn_chunks);
+
+static void srn_vma_classify(struct srn_vma *v)
+{
+	v->ours = v->shared && !strncmp(v->path, "/memfd:" SRN_MR_MEMFD_NAME,
+					strlen("/memfd:" SRN_MR_MEMFD_NAME));
+	v->stack = !strncmp(v->path, "[stack", 6);
+}
 
 static int srn_vma_parse(const char *line, struct srn_vma *v)
 {
@@ -107,16 +132,111 @@ static int srn_vma_parse(const char *line, struct srn_vma *v)
 		snprintf(v->path, sizeof(v->path), "%s", line + pathpos);
 		v->path[strcspn(v->path, "\n")] = 0;
 	}
-	v->ours = v->shared && !strncmp(v->path, "/memfd:" SRN_MR_MEMFD_NAME,
-					strlen("/memfd:" SRN_MR_MEMFD_NAME));
-	v->stack = !strncmp(v->path, "[stack", 6);
+	srn_vma_classify(v);
 	return 0;
 }
 
-/* The VMAs covering [start, end), clipped; -EFAULT if a page is unmapped
- * or inaccessible. */
-static int srn_vmas_get(uintptr_t start, uintptr_t end, struct srn_vma *out,
-			unsigned *n)
+/* The kernel's PROCMAP_QUERY (Linux 6.11, uapi linux/fs.h): the VMA at an
+ * address without reading all of /proc/self/maps. Older kernels: ENOTTY,
+ * and the text is parsed instead. */
+struct srn_procmap_query {
+	uint64_t size;
+	uint64_t query_flags;
+	uint64_t query_addr;
+	uint64_t vma_start;
+	uint64_t vma_end;
+	uint64_t vma_flags;
+	uint64_t vma_page_size;
+	uint64_t vma_offset;
+	uint64_t inode;
+	uint32_t dev_major;
+	uint32_t dev_minor;
+	uint32_t vma_name_size;
+	uint32_t build_id_size;
+	uint64_t vma_name_addr;
+	uint64_t build_id_addr;
+};
+static_assert(sizeof(struct srn_procmap_query) == 104, "procmap_query");
+#define SRN_PROCMAP_QUERY _IOWR('f', 17, struct srn_procmap_query)
+#define SRN_PMQ_READ 0x1u
+#define SRN_PMQ_WRITE 0x2u
+#define SRN_PMQ_EXEC 0x4u
+#define SRN_PMQ_SHARED 0x8u
+#define SRN_PMQ_COVERING_OR_NEXT 0x10u
+
+/* Under srn_memreg_lock: /proc/self/maps, open for the queries (-1: not
+ * yet, or the kernel has no PROCMAP_QUERY) */
+static int srn_maps_fd = -1;
+static bool srn_maps_noquery;
+
+static int srn_pmq_ioctl(struct srn_procmap_query *q, uintptr_t addr, bool next,
+			 char *name, size_t name_len)
+{
+	memset(q, 0, sizeof(*q));
+	q->size = sizeof(*q);
+	q->query_flags = next ? SRN_PMQ_COVERING_OR_NEXT : 0;
+	q->query_addr = addr;
+	q->vma_name_addr = (uintptr_t)name;
+	q->vma_name_size = (uint32_t)name_len;
+	return ioctl(srn_maps_fd, SRN_PROCMAP_QUERY, q) ? -errno : 0;
+}
+
+/* The VMA covering addr (or, if next, the first one after it): 0,
+ * -ENOENT (none), -ENOTTY (no PROCMAP_QUERY: parse the text). */
+static int srn_vma_query(uintptr_t addr, bool next, struct srn_vma *v)
+{
+	struct srn_procmap_query q;
+	int err;
+
+	if (srn_maps_noquery)
+		return -ENOTTY;
+	if (srn_maps_fd < 0)
+		srn_maps_fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	memset(v, 0, sizeof(*v));
+	err = srn_maps_fd < 0 ?
+		      -ENOTTY :
+		      srn_pmq_ioctl(&q, addr, next, v->path, sizeof(v->path));
+	if (err == -ENAMETOOLONG) /* a long path: not needed but to reopen */
+		err = srn_pmq_ioctl(&q, addr, next, NULL, 0);
+	if (err == -ENOENT)
+		return err;
+	if (err) {
+		srn_maps_noquery = true;
+		return -ENOTTY;
+	}
+	v->start = q.vma_start;
+	v->end = q.vma_end;
+	v->off = q.vma_offset;
+	v->ino = q.inode;
+	v->prot = (q.vma_flags & SRN_PMQ_READ ? PROT_READ : 0) |
+		  (q.vma_flags & SRN_PMQ_WRITE ? PROT_WRITE : 0) |
+		  (q.vma_flags & SRN_PMQ_EXEC ? PROT_EXEC : 0);
+	v->shared = q.vma_flags & SRN_PMQ_SHARED;
+	srn_vma_classify(v);
+	return 0;
+}
+
+/* Adds v clipped to [*cursor, end) to out; the cursor moves past it. */
+static int srn_vma_add(struct srn_vma *v, uintptr_t *cursor, uintptr_t end,
+		       struct srn_vma *out, unsigned *n)
+{
+	if (*n == SRN_MAX_VMAS)
+		return -ENOMEM;
+	if (v->start < *cursor) {
+		v->off += *cursor - v->start;
+		v->start = *cursor;
+	}
+	if (v->end > end)
+		v->end = end;
+	out[(*n)++] = *v;
+	*cursor = v->end;
+	return 0;
+}
+
+/* The VMAs in [start, end), clipped, from the text of /proc/self/maps.
+ * Unless gaps, -EFAULT if a page is unmapped or inaccessible. */
+static int srn_vmas_parse(uintptr_t start, uintptr_t end, bool gaps,
+			  struct srn_vma *out, unsigned *n)
 {
 	FILE *f = fopen("/proc/self/maps", "re");
 	char line[512];
@@ -126,71 +246,186 @@ static int srn_vmas_get(uintptr_t start, uintptr_t end, struct srn_vma *out,
 
 	if (!f)
 		return -errno;
-	*n = 0;
-	while (cursor < end && fgets(line, sizeof(line), f)) {
+	while (!err && cursor < end && fgets(line, sizeof(line), f)) {
 		if (srn_vma_parse(line, &v) || v.end <= cursor)
 			continue;
-		if (v.start > cursor || !(v.prot & PROT_READ)) {
+		if (v.start >= end)
+			break;
+		if (!gaps && (v.start > cursor || !(v.prot & PROT_READ)))
 			err = -EFAULT;
-			break;
-		}
-		if (*n == SRN_MAX_VMAS) {
-			err = -ENOMEM;
-			break;
-		}
-		v.off += cursor - v.start;
-		v.start = cursor;
-		if (v.end > end)
-			v.end = end;
-		out[(*n)++] = v;
-		cursor = v.end;
+		else
+			err = srn_vma_add(&v, &cursor, end, out, n);
 	}
 	fclose(f);
-	if (!err && cursor < end)
+	return err;
+}
+
+/* The same, with PROCMAP_QUERY; -ENOTTY without it. */
+static int srn_vmas_query(uintptr_t start, uintptr_t end, bool gaps,
+			  struct srn_vma *out, unsigned *n)
+{
+	uintptr_t cursor = start;
+	struct srn_vma v;
+	int err = 0;
+
+	while (!err && cursor < end) {
+		err = srn_vma_query(cursor, gaps, &v);
+		if (err == -ENOENT || (!err && v.start >= end))
+			return gaps ? 0 : -EFAULT;
+		if (!err && !gaps && !(v.prot & PROT_READ))
+			err = -EFAULT;
+		if (!err)
+			err = srn_vma_add(&v, &cursor, end, out, n);
+	}
+	return err;
+}
+
+/* Under srn_memreg_lock: the VMAs in [start, end), clipped; unless gaps,
+ * -EFAULT if a page is unmapped or inaccessible. */
+static int srn_vmas_list(uintptr_t start, uintptr_t end, bool gaps,
+			 struct srn_vma *out, unsigned *n)
+{
+	int err;
+
+	*n = 0;
+	err = srn_vmas_query(start, end, gaps, out, n);
+	if (err != -ENOTTY)
+		return err;
+	*n = 0;
+	err = srn_vmas_parse(start, end, gaps, out, n);
+	if (!err && !gaps && (!*n || out[*n - 1].end < end))
 		err = -EFAULT;
 	return err;
 }
 
-static struct srn_chunk *srn_chunk_find(uintptr_t addr)
+static int srn_vmas_get(uintptr_t start, uintptr_t end, struct srn_vma *out,
+			unsigned *n)
 {
-	struct srn_list *pos, *tmp;
-
-	srn_list_for_each_safe(pos, tmp, &srn_chunks) {
-		struct srn_chunk *c =
-			srn_list_entry(pos, struct srn_chunk, link);
-
-		if (addr >= c->start && addr < c->start + c->len)
-			return c;
-	}
-	return NULL;
+	return srn_vmas_list(start, end, false, out, n);
 }
 
+/* Chunks by address: a tree (tsearch) in which a chunk "equals" every
+ * range it overlaps; chunks never overlap each other. */
+static void *srn_chunk_tree;
+
+static int srn_chunk_cmp(const void *pa, const void *pb)
+{
+	const struct srn_chunk *a = pa, *b = pb;
+
+	if (a->start + a->len <= b->start)
+		return -1;
+	return b->start + b->len <= a->start ? 1 : 0;
+}
+
+/* A listed chunk overlapping [addr, addr + len), or NULL. */
+static struct srn_chunk *srn_chunk_overlap(uintptr_t addr, size_t len)
+{
+	struct srn_chunk key = { .start = addr, .len = len };
+	void **r = tfind(&key, &srn_chunk_tree, srn_chunk_cmp);
+
+	return r ? *r : NULL;
+}
+
+static struct srn_chunk *srn_chunk_find(uintptr_t addr)
+{
+	return srn_chunk_overlap(addr, 1);
+}
+
+/* The start of the first chunk in (addr, limit), else limit; no chunk
+ * holds addr. */
 static uintptr_t srn_chunk_next_start(uintptr_t addr, uintptr_t limit)
 {
-	struct srn_list *pos, *tmp;
+	struct srn_chunk *c;
 
-	srn_list_for_each_safe(pos, tmp, &srn_chunks) {
-		struct srn_chunk *c =
-			srn_list_entry(pos, struct srn_chunk, link);
-
-		if (c->start > addr && c->start < limit)
-			limit = c->start;
-	}
+	while (limit > addr && (c = srn_chunk_overlap(addr, limit - addr)))
+		limit = c->start;
 	return limit;
 }
 
-static void srn_chunk_insert(struct srn_chunk *c)
+static int srn_chunk_insert(struct srn_chunk *c)
 {
-	struct srn_list *pos, *tmp;
-
-	srn_list_for_each_safe(pos, tmp, &srn_chunks) {
-		if (srn_list_entry(pos, struct srn_chunk, link)->start >
-		    c->start)
-			break;
-	}
-	/* insert before pos (or at the tail) */
-	srn_list_add_tail(&c->link, pos);
+	if (!tsearch(c, &srn_chunk_tree, srn_chunk_cmp))
+		return -ENOMEM;
+	srn_list_add_tail(&c->link, &srn_chunks);
 	c->listed = true;
+	return 0;
+}
+
+/* Its addresses are no longer its own (or it is gone): unlisted, MRs may
+ * still hold it. */
+static void srn_chunk_unlist(struct srn_chunk *c)
+{
+	tdelete(c, &srn_chunk_tree, srn_chunk_cmp);
+	srn_list_del(&c->link);
+	c->listed = false;
+}
+
+/*
+ * The arena: one memfd (sparse, 2^62 bytes) for the writable chunks of the
+ * process. One descriptor for any number of MRs. Each chunk takes the next
+ * offsets, never used before nor after (a mapping the application moved
+ * with mremap keeps reading its own pages, whatever is registered later),
+ * so chunks registered in address order are consecutive in the file too
+ * and the kernel merges their mappings into one VMA. A chunk's pages are
+ * freed from the file when it is unshared (srn_chunk_unshare_arena).
+ * Under srn_memreg_lock.
+ */
+static int srn_arena_fd = -1;
+static ino_t srn_arena_ino;
+static uint64_t srn_arena_next;
+static unsigned long srn_arena_chunks; /* closed when none is left */
+
+static void srn_arena_close(void)
+{
+	if (srn_arena_fd >= 0)
+		close(srn_arena_fd);
+	srn_arena_fd = -1;
+	srn_arena_next = 0;
+	srn_arena_chunks = 0;
+}
+
+#define SRN_ARENA_LEN (1ull << 62)
+
+/* The offset of a new chunk of len bytes, or -errno. */
+static int64_t srn_arena_alloc(size_t len)
+{
+	struct stat st;
+	uint64_t off;
+
+	if (srn_arena_fd < 0) {
+		int fd = memfd_create(SRN_MR_MEMFD_NAME, MFD_CLOEXEC);
+
+		if (fd < 0)
+			return -errno;
+		if (ftruncate(fd, (off_t)SRN_ARENA_LEN) || fstat(fd, &st)) {
+			close(fd);
+			return -EIO;
+		}
+		srn_arena_fd = fd;
+		srn_arena_ino = st.st_ino;
+	}
+	if (len > SRN_ARENA_LEN - srn_arena_next)
+		return -ENOSPC;
+	off = srn_arena_next;
+	srn_arena_next += len;
+	return (int64_t)off;
+}
+
+/* Writable chunk pages back to private memory: if every page of the chunk
+ * is still mapped here from the arena (nothing moved them elsewhere), the
+ * private mapping is made to copy each page now (MADV_POPULATE_WRITE) and
+ * the arena's pages are freed. */
+static void srn_chunk_unshare_arena(const struct srn_chunk *c,
+				    const struct srn_vma *v, unsigned n,
+				    bool intact)
+{
+	for (unsigned i = 0; i < n; i++)
+		intact = intact && (v[i].prot & PROT_WRITE) &&
+			 !madvise((void *)v[i].start, v[i].end - v[i].start,
+				  MADV_POPULATE_WRITE);
+	if (intact)
+		fallocate(c->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+			  (off_t)c->file_off0, (off_t)c->len);
 }
 
 /*
@@ -205,44 +440,50 @@ static void srn_chunk_insert(struct srn_chunk *c)
  */
 static void srn_chunk_unshare(const struct srn_chunk *c)
 {
-	struct srn_vma *v = calloc(SRN_MAX_VMAS, sizeof(*v));
-	uintptr_t end = c->start + c->len;
-	FILE *f = fopen("/proc/self/maps", "re");
-	unsigned n = 0;
-	char line[512];
+	struct srn_vma *v = calloc(SRN_MAX_VMAS, sizeof(*v)), *w = v;
+	uintptr_t cursor = c->start;
+	unsigned n = 0, k = 0;
+	bool intact = true;
 
-	while (v && f && n < SRN_MAX_VMAS && fgets(line, sizeof(line), f)) {
-		if (srn_vma_parse(line, &v[n]) || v[n].end <= c->start ||
-		    v[n].start >= end)
+	if (!v || srn_vmas_list(c->start, c->start + c->len, true, v, &n))
+		n = 0;
+	for (unsigned i = 0; i < n; i++) {
+		intact = intact && v[i].start == cursor;
+		cursor = v[i].end;
+		if (!v[i].shared || v[i].ino != c->ino ||
+		    v[i].off != c->file_off0 + (v[i].start - c->start)) {
+			intact = false;
 			continue;
-		if (v[n].start < c->start) { /* clip to the chunk */
-			v[n].off += c->start - v[n].start;
-			v[n].start = c->start;
 		}
-		if (v[n].end > end)
-			v[n].end = end;
-		if (v[n].shared && v[n].ino == c->ino &&
-		    v[n].off == c->file_off0 + (v[n].start - c->start))
-			n++;
+		if (srn_remap_fixed((void *)v[i].start, v[i].end - v[i].start,
+				    v[i].prot, MAP_PRIVATE, c->fd,
+				    (off_t)v[i].off))
+			intact = false;
+		w[k++] = v[i];
 	}
-	if (f)
-		fclose(f);
-	for (unsigned i = 0; i < n; i++)
-		srn_remap_fixed((void *)v[i].start, v[i].end - v[i].start,
-				v[i].prot, MAP_PRIVATE, c->fd, (off_t)v[i].off);
+	if (c->arena)
+		srn_chunk_unshare_arena(
+			c, w, k, intact && n && cursor == c->start + c->len);
 	free(v);
 }
+
+static unsigned srn_nsealed; /* sealed chunks: each holds an fd */
 
 static void srn_chunk_unref(struct srn_chunk *c)
 {
 	if (--c->refs)
 		return;
 	if (c->listed) { /* else stale: its addresses were mapped anew */
-		srn_list_del(&c->link);
+		srn_chunk_unlist(c);
 		if (!c->foreign) /* the application's own mapping stays */
 			srn_chunk_unshare(c);
 	}
-	close(c->fd);
+	if (c->sealed)
+		srn_nsealed--;
+	if (!c->arena)
+		close(c->fd);
+	else if (!--srn_arena_chunks)
+		srn_arena_close(); /* its mappings keep the file meanwhile */
 	free(c);
 }
 
@@ -286,7 +527,7 @@ static void (*srn_memreg_leave)(void);
 
 void srn_memreg_set_quiesce(void (*enter)(void), void (*leave)(void))
 {
-	/* release: pairs with the acquire in srn_chunk_remap (once, from
+	/* release: pairs with the acquire in srn_chunk_copy_map (once, from
 	 * the progress engine's first use; remaps may run in any thread) */
 	__atomic_store_n(&srn_memreg_leave, leave, __ATOMIC_RELEASE);
 	__atomic_store_n(&srn_memreg_enter, enter, __ATOMIC_RELEASE);
@@ -295,13 +536,13 @@ void srn_memreg_set_quiesce(void (*enter)(void), void (*leave)(void))
 /* Writes whole pages into fd. They hold more than the registered buffer
  * (other heap blocks, a sanitizer's redzones between them): the kernel
  * copies them, not an instrumented memcpy. */
-static int srn_pages_write(int fd, const void *src, size_t len)
+static int srn_pages_write(int fd, const void *src, size_t len, uint64_t foff)
 {
 	size_t off = 0;
 
 	while (off < len) {
 		long k = syscall(SYS_pwrite64, fd, (const char *)src + off,
-				 len - off, (off_t)off);
+				 len - off, (off_t)(foff + off));
 
 		if (k < 0 && errno == EINTR)
 			continue;
@@ -330,41 +571,98 @@ static int srn_pages_read(int fd, void *dst, size_t len, uint64_t off)
 	return 0;
 }
 
-/* Copies private pages into a new memfd and maps it over them in place. */
-static int srn_chunk_remap(struct srn_chunk *c, const struct srn_vma *vmas,
-			   unsigned n)
+/* A sealed chunk's memfd, once mapped here: no new writable mapping, no
+ * write(), no size change, no seal removed, and no reopening O_RDWR by
+ * another process of our uid that is not root (mode 0400). */
+static int srn_chunk_seal(int fd)
+{
+	if (fcntl(fd, F_ADD_SEALS,
+		  F_SEAL_FUTURE_WRITE | F_SEAL_SHRINK | F_SEAL_GROW |
+			  F_SEAL_SEAL) ||
+	    fchmod(fd, 0400))
+		return -errno;
+	return 0;
+}
+
+/* Copies the chunk's pages into fd at off and maps them from there in
+ * place, with the other threads' writers held (srn_memreg_set_quiesce). */
+static int srn_chunk_copy_map(struct srn_chunk *c, int fd, uint64_t off)
 {
 	void (*enter)(void), (*leave)(void);
-	struct stat st;
-	int fd, err = 0;
+	int err;
 
-	fd = memfd_create(SRN_MR_MEMFD_NAME, MFD_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (ftruncate(fd, c->len) || fstat(fd, &st)) {
-		err = -errno;
-		goto out_close;
-	}
 	/* acquire: pairs with the release in srn_memreg_set_quiesce */
 	enter = __atomic_load_n(&srn_memreg_enter, __ATOMIC_ACQUIRE);
 	leave = __atomic_load_n(&srn_memreg_leave, __ATOMIC_ACQUIRE);
 	if (enter)
 		enter(); /* see srn_memreg_set_quiesce */
-	err = srn_pages_write(fd, (void *)c->start, c->len);
+	err = srn_pages_write(fd, (void *)c->start, c->len, off);
 	if (!err)
 		err = srn_remap_fixed((void *)c->start, c->len, c->prot,
-				      MAP_SHARED, fd, 0);
+				      MAP_SHARED, fd, (off_t)off);
 	if (enter && leave)
 		leave();
+	return err;
+}
+
+/* A writable chunk: its pages go into the arena. */
+static int srn_chunk_remap_arena(struct srn_chunk *c)
+{
+	int64_t off = srn_arena_alloc(c->len);
+	int err = off < 0 ? (int)off : 0;
+
+	if (!err)
+		err = srn_chunk_copy_map(c, srn_arena_fd, (uint64_t)off);
 	if (err)
-		goto out_close;
+		return err;
+	c->fd = srn_arena_fd;
+	c->ino = srn_arena_ino;
+	c->file_off0 = (uint64_t)off;
+	c->arena = true;
+	srn_arena_chunks++;
+	return 0;
+}
+
+/* At most a quarter of the process's descriptors go to sealed chunks;
+ * read-only MRs past that are not shared (process_vm_*). */
+static bool srn_sealed_room(void)
+{
+	struct rlimit rl;
+
+	return getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur == RLIM_INFINITY ||
+	       srn_nsealed < rl.rlim_cur / 4;
+}
+
+/* A read-only MR's chunk: a memfd of its own, mapped here, then sealed. */
+static int srn_chunk_remap_sealed(struct srn_chunk *c)
+{
+	struct stat st;
+	int fd, err = 0;
+
+	if (!srn_sealed_room())
+		return -EOPNOTSUPP;
+	fd = memfd_create(SRN_MR_MEMFD_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return errno == EMFILE || errno == ENFILE ? -EOPNOTSUPP :
+							    -errno;
+	if (ftruncate(fd, c->len) || fstat(fd, &st))
+		err = -errno;
+	if (!err)
+		err = srn_chunk_copy_map(c, fd, 0);
+	if (!err && srn_chunk_seal(fd)) {
+		/* the pages stay mapped from fd, untracked (a later
+		 * registration remaps them): not shareable read-only */
+		err = -EOPNOTSUPP;
+	}
+	if (err) {
+		close(fd);
+		return err;
+	}
 	c->fd = fd;
 	c->ino = st.st_ino;
 	c->file_off0 = 0;
+	srn_nsealed++;
 	return 0;
-out_close:
-	close(fd);
-	return err;
 }
 
 /* The calling thread's stack may not be remapped under its feet (the copy
@@ -372,22 +670,27 @@ out_close:
  * mappings that /proc/self/maps does not name. */
 static bool srn_on_own_stack(uintptr_t start, uintptr_t end)
 {
+	/* asked once per thread: for the main thread glibc reads the maps */
+	static __thread uintptr_t lo, hi;
+	static __thread bool known;
 	pthread_attr_t a;
 	void *base;
 	size_t size;
-	bool hit = false;
 
-	if (pthread_getattr_np(pthread_self(), &a))
-		return false;
-	if (!pthread_attr_getstack(&a, &base, &size))
-		hit = start < (uintptr_t)base + size && end > (uintptr_t)base;
-	pthread_attr_destroy(&a);
-	return hit;
+	if (!known && !pthread_getattr_np(pthread_self(), &a)) {
+		if (!pthread_attr_getstack(&a, &base, &size)) {
+			lo = (uintptr_t)base;
+			hi = (uintptr_t)base + size;
+		}
+		pthread_attr_destroy(&a);
+		known = true;
+	}
+	return start < hi && end > lo;
 }
 
 /* Creates the chunk that starts at cursor and ends at most at limit. */
 static int srn_chunk_create(uintptr_t cursor, uintptr_t limit,
-			    const struct srn_vma *vmas, unsigned n,
+			    const struct srn_vma *vmas, unsigned n, bool ro,
 			    struct srn_chunk **c_p)
 {
 	const struct srn_vma *v = srn_vma_at(vmas, n, cursor);
@@ -399,22 +702,30 @@ static int srn_chunk_create(uintptr_t cursor, uintptr_t limit,
 	if (v->stack ||
 	    srn_on_own_stack(cursor, v->end < limit ? v->end : limit))
 		return -EOPNOTSUPP;
+	if (ro && v->shared && !v->ours)
+		return -EOPNOTSUPP; /* the application's file cannot be sealed */
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
 	c->start = cursor;
 	c->len = (v->end < limit ? v->end : limit) - cursor;
 	c->prot = v->prot;
+	c->sealed = ro;
 	if (v->shared && !v->ours)
 		err = srn_chunk_foreign(c, v);
+	else if (ro)
+		err = srn_chunk_remap_sealed(c);
 	else
-		err = srn_chunk_remap(c, vmas, n);
+		err = srn_chunk_remap_arena(c);
 	if (err) {
 		free(c);
 		return err;
 	}
 	c->refs = 1;
-	srn_chunk_insert(c);
+	if (srn_chunk_insert(c)) {
+		srn_chunk_unref(c); /* as if stale: its pages stay shared */
+		return -ENOMEM;
+	}
 	*c_p = c;
 	return 0;
 }
@@ -429,7 +740,7 @@ static bool srn_chunk_valid(const struct srn_chunk *c, const struct srn_vma *v)
 
 static int srn_memreg_piece(struct srn_memreg *reg, uintptr_t *cursor,
 			    uintptr_t end, const struct srn_vma *vmas,
-			    unsigned n)
+			    unsigned n, bool ro)
 {
 	struct srn_chunk *c = srn_chunk_find(*cursor);
 	struct srn_mr_piece *p;
@@ -439,16 +750,17 @@ static int srn_memreg_piece(struct srn_memreg *reg, uintptr_t *cursor,
 	if (reg->npieces == SRN_ARRAY_SIZE(reg->piece))
 		return -ENOMEM;
 	if (c && !srn_chunk_valid(c, srn_vma_at(vmas, n, *cursor))) {
-		srn_list_del(&c->link); /* stale: MRs may still hold it */
-		c->listed = false;
+		srn_chunk_unlist(c); /* stale: MRs may still hold it */
 		c = NULL;
 	}
+	if (c && c->sealed != ro)
+		return -EOPNOTSUPP; /* read-only and writable sharing mixed */
 	if (c) {
 		c->refs++;
 	} else {
 		err = srn_chunk_create(*cursor,
 				       srn_chunk_next_start(*cursor, end), vmas,
-				       n, &c);
+				       n, ro, &c);
 		if (err)
 			return err;
 	}
@@ -464,7 +776,7 @@ static int srn_memreg_piece(struct srn_memreg *reg, uintptr_t *cursor,
 }
 
 int srn_memreg_get(struct srn_memreg *reg, uintptr_t addr, size_t len,
-		   bool need_write)
+		   bool need_write, bool ro)
 {
 	struct srn_vma *vmas = calloc(SRN_MAX_VMAS, sizeof(*vmas));
 	uintptr_t end, cursor;
@@ -483,7 +795,7 @@ int srn_memreg_get(struct srn_memreg *reg, uintptr_t addr, size_t len,
 		if (need_write && !(vmas[i].prot & PROT_WRITE))
 			err = -EFAULT;
 	for (cursor = reg->span_start; !err && cursor < end;)
-		err = srn_memreg_piece(reg, &cursor, end, vmas, n);
+		err = srn_memreg_piece(reg, &cursor, end, vmas, n, ro);
 	if (err) {
 		for (unsigned i = 0; i < reg->npieces; i++)
 			srn_chunk_unref(reg->piece[i].chunk);
@@ -513,7 +825,9 @@ int srn_memreg_check(uintptr_t addr, size_t len, bool need_write)
 
 	if (!vmas)
 		return -ENOMEM;
+	pthread_mutex_lock(&srn_memreg_lock);
 	err = srn_vmas_get(start, SRN_ALIGN_UP(addr + len, SRN_PAGE), vmas, &n);
+	pthread_mutex_unlock(&srn_memreg_lock);
 	for (unsigned i = 0; !err && i < n; i++)
 		if (need_write && !(vmas[i].prot & PROT_WRITE))
 			err = -EFAULT;
@@ -548,9 +862,16 @@ void srn_memreg_atfork_child(void)
 			}
 		}
 		srn_list_del(&c->link);
-		close(c->fd);
+		if (!c->arena)
+			close(c->fd);
 		/* MRs of the parent still point at c: leak it on purpose */
 		c->listed = false;
 		c->fd = -1;
 	}
+	srn_chunk_tree = NULL; /* its nodes leak with the chunks */
+	srn_nsealed = 0;
+	srn_arena_close();
+	if (srn_maps_fd >= 0) /* the parent's maps */
+		close(srn_maps_fd);
+	srn_maps_fd = -1;
 }

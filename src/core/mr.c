@@ -2,14 +2,16 @@
 /*
  * softrnic — memory regions and the translation and protection table.
  *
- * A key is (random tag << 14 | index). The TPT entry at index holds the
- * key, PD, access and range; it lives in a memfd segment that peers map
+ * A key is (random tag << 21 | index), index >= 2^14 (a window's: mw.c).
+ * The TPT entry at index holds the key, PD, access and range; it lives in a memfd segment that peers map
  * read-only, so an initiator checks a remote key with plain loads. The
  * checks always run in the same order: key, PD, access, bounds.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -51,14 +53,21 @@ int srn_tpt_init(struct srn_context *ctx)
 
 	if (err)
 		return err;
+	/* untouched pages of both cost nothing */
+	ctx->mr_by_index = calloc(SRN_TPT_ENTRIES, sizeof(*ctx->mr_by_index));
+	if (!ctx->mr_by_index)
+		return -ENOMEM;
 	srn_ctx_tpt(ctx)->nentries = SRN_TPT_ENTRIES;
-	ctx->mr_hint = 1;
+	ctx->mr_hint = SRN_MW_INDEX_MASK + 1;
+	ctx->mw_hint = 1;
 	return srn_seg_seal_writes(&ctx->tpt_seg);
 }
 
 void srn_tpt_fini(struct srn_context *ctx)
 {
 	srn_seg_unmap(&ctx->tpt_seg);
+	free(ctx->mr_by_index);
+	ctx->mr_by_index = NULL;
 }
 
 /* Takes a consistent copy of the entry of key; -ENOENT if it is not
@@ -169,18 +178,31 @@ uint32_t srn_key_tag(unsigned bits)
 	return tag;
 }
 
-/* Under ctx->lock: a free TPT index, or 0. */
-static uint32_t srn_tpt_alloc_index(struct srn_context *ctx)
+/* Under ctx->lock: a free TPT index in [lo, lo + n), the search starting
+ * at *hint, or 0. */
+static uint32_t srn_tpt_alloc_index(struct srn_context *ctx, uint32_t lo,
+				    uint32_t n, uint32_t *hint)
 {
-	for (uint32_t n = 0; n < SRN_TPT_ENTRIES; n++) {
-		uint32_t i = (ctx->mr_hint + n) & SRN_KEY_INDEX_MASK;
+	for (uint32_t k = 0; k < n; k++) {
+		uint32_t i = lo + (*hint - lo + k) % n;
 
-		if (i && !ctx->mr_by_index[i]) {
-			ctx->mr_hint = i + 1;
+		if (!ctx->mr_by_index[i]) {
+			*hint = i + 1 < lo + n ? i + 1 : lo;
 			return i;
 		}
 	}
 	return 0;
+}
+
+/* Under ctx->lock: an MR's index (from 2^14, at most SRN_MAX_MR of them),
+ * or 0. */
+static uint32_t srn_tpt_alloc_mr(struct srn_context *ctx)
+{
+	if (ctx->nmr >= SRN_MAX_MR)
+		return 0;
+	return srn_tpt_alloc_index(ctx, SRN_MW_INDEX_MASK + 1,
+				   SRN_TPT_ENTRIES - SRN_MW_INDEX_MASK - 1,
+				   &ctx->mr_hint);
 }
 
 /* Publishes mr's TPT entry under key, or a new key when key is 0. */
@@ -230,7 +252,8 @@ static void srn_mr_unpublish(struct srn_context *ctx, struct srn_mr *mr)
 int srn_tpt_slot_add(struct srn_context *ctx, struct srn_mr *slot)
 {
 	pthread_mutex_lock(&ctx->lock);
-	slot->index = srn_tpt_alloc_index(ctx);
+	slot->index =
+		srn_tpt_alloc_index(ctx, 1, SRN_MW_INDEX_MASK, &ctx->mw_hint);
 	if (slot->index)
 		ctx->mr_by_index[slot->index] = slot;
 	pthread_mutex_unlock(&ctx->lock);
@@ -300,11 +323,42 @@ static int srn_mr_check_args(void *addr, size_t length, uint64_t iova,
 	return 0;
 }
 
+static size_t srn_memreg_size(unsigned npieces)
+{
+	return offsetof(struct srn_memreg, piece) +
+	       npieces * sizeof(struct srn_mr_piece);
+}
+
+/* mr->reg: a copy of reg as long as its pieces (a million MRs of one
+ * piece each must not cost 16). */
+static int srn_mr_keep_reg(struct srn_mr *mr, struct srn_memreg *reg)
+{
+	mr->reg = malloc(srn_memreg_size(reg->npieces));
+	if (!mr->reg) {
+		srn_memreg_put(reg);
+		return -ENOMEM;
+	}
+	memcpy(mr->reg, reg, srn_memreg_size(reg->npieces));
+	mr->shared = true;
+	return 0;
+}
+
+static void srn_mr_detach_memory(struct srn_mr *mr)
+{
+	if (!mr->shared)
+		return;
+	srn_memreg_put(mr->reg);
+	free(mr->reg);
+	mr->reg = NULL;
+	mr->shared = false;
+}
+
 /* Makes the memory reachable (or at least checks it is there). */
 static int srn_mr_attach_memory(struct srn_mr *mr)
 {
 	uintptr_t addr = (uintptr_t)mr->ibmr.addr;
 	bool need_write = mr->access & SRN_ACCESS_NEEDS_WRITE;
+	struct srn_memreg reg;
 	int err;
 
 	/* ODP: nothing is pinned or remapped at registration; the memory is
@@ -314,15 +368,17 @@ static int srn_mr_attach_memory(struct srn_mr *mr)
 		return 0; /* (an empty MR of device memory: nothing either) */
 	if (!(mr->access & SRN_ACCESS_SHARED))
 		return srn_memreg_check(addr, mr->ibmr.length, false);
-	err = srn_memreg_get(&mr->reg, addr, mr->ibmr.length, need_write);
+	err = srn_memreg_get(&reg, addr, mr->ibmr.length, need_write,
+			     srn_access_ro_shared(mr->access));
 	if (err == -EOPNOTSUPP) {
 		srn_dbg("MR at %p: memory cannot be remapped (stack or "
-			"unshareable mapping): peers use process_vm_*",
+			"unshareable mapping) or shared with the rights it "
+			"needs (read-only and writable MRs over one page): "
+			"peers use process_vm_*",
 			mr->ibmr.addr);
 		return srn_memreg_check(addr, mr->ibmr.length, need_write);
 	}
-	mr->shared = !err;
-	return err;
+	return err ? err : srn_mr_keep_reg(mr, &reg);
 }
 
 struct ibv_mr *srn_mr_reg(struct ibv_pd *ibpd, void *addr, size_t length,
@@ -352,7 +408,7 @@ struct ibv_mr *srn_mr_reg(struct ibv_pd *ibpd, void *addr, size_t length,
 	if (err)
 		goto fail_free;
 	pthread_mutex_lock(&ctx->lock);
-	mr->index = srn_tpt_alloc_index(ctx);
+	mr->index = srn_tpt_alloc_mr(ctx);
 	if (!mr->index) {
 		pthread_mutex_unlock(&ctx->lock);
 		err = -ENOMEM;
@@ -368,8 +424,7 @@ struct ibv_mr *srn_mr_reg(struct ibv_pd *ibpd, void *addr, size_t length,
 	atomic_fetch_add_explicit(&mr->pd->refs, 1, memory_order_relaxed);
 	return &mr->ibmr;
 fail_put:
-	if (mr->shared)
-		srn_memreg_put(&mr->reg);
+	srn_mr_detach_memory(mr);
 fail_free:
 	free(mr);
 fail:
@@ -411,8 +466,7 @@ SRN_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
 	ctx->mr_by_index[mr->index] = NULL;
 	ctx->nmr--;
 	pthread_mutex_unlock(&ctx->lock);
-	if (mr->shared)
-		srn_memreg_put(&mr->reg);
+	srn_mr_detach_memory(mr);
 	/* release: pairs with the acquire in ibv_dealloc_pd */
 	atomic_fetch_sub_explicit(&mr->pd->refs, 1, memory_order_release);
 	free(mr);
@@ -434,7 +488,7 @@ static int srn_rereg_prepare(struct srn_mr *mr, struct srn_mr *nw, int flags,
 	    (!pd || pd->context != mr->ibmr.context))
 		return -EINVAL;
 	*nw = *mr;
-	memset(&nw->reg, 0, sizeof(nw->reg));
+	nw->reg = NULL;
 	nw->shared = false;
 	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
 		nw->ibmr.addr = addr;
@@ -477,8 +531,7 @@ SRN_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd,
 	pthread_mutex_lock(&ctx->lock);
 	if (mr->nbound) { /* bound windows address its old memory */
 		pthread_mutex_unlock(&ctx->lock);
-		if (nw.shared)
-			srn_memreg_put(&nw.reg);
+		srn_mr_detach_memory(&nw);
 		errno = EBUSY;
 		return IBV_REREG_MR_ERR_INPUT;
 	}
@@ -496,9 +549,21 @@ SRN_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd,
 	}
 	/* the new registration attached its memory itself (the same chunks,
 	 * shared, when the range did not change): drop the old one's */
-	if (old.shared)
-		srn_memreg_put(&old.reg);
+	srn_mr_detach_memory(&old);
 	return 0;
+}
+
+/* A descriptor of a piece's memfd for a peer: a duplicate, or for a
+ * read-only MR (sealed memfds) a new O_RDONLY open of it, so that even
+ * the descriptor's own mode refuses a writable mapping. */
+static int srn_mr_export_fd(int fd, bool ro)
+{
+	char path[64];
+
+	if (!ro)
+		return fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	return open(path, O_RDONLY | O_CLOEXEC);
 }
 
 /*
@@ -522,11 +587,12 @@ int srn_mr_export(struct srn_context *ctx, uint32_t key,
 		memset(reg_copy, 0, sizeof(*reg_copy));
 		err = (mr->access & SRN_ACCESS_SHARED) ? 0 : -EACCES;
 	} else {
-		*reg_copy = mr->reg;
+		memcpy(reg_copy, mr->reg, srn_memreg_size(mr->reg->npieces));
 		for (unsigned i = 0; i < reg_copy->npieces; i++) {
 			reg_copy->piece[i].chunk = NULL;
-			reg_copy->piece[i].fd =
-				fcntl(mr->reg.piece[i].fd, F_DUPFD_CLOEXEC, 0);
+			reg_copy->piece[i].fd = srn_mr_export_fd(
+				mr->reg->piece[i].fd,
+				srn_access_ro_shared(mr->access));
 			if (reg_copy->piece[i].fd < 0)
 				err = -EMFILE;
 		}

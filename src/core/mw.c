@@ -50,8 +50,8 @@ int srn_mw_alloc(struct ibv_pd *pd, enum ibv_mw_type type, struct ibv_mw **mw_p)
 	mw->ibmw.type = type;
 	mw->ibmw.handle = mw->slot.index;
 	mw->ibmw.rkey = SRN_KEY_MW_BIT |
-			srn_key_tag(31 - 8 - SRN_KEY_INDEX_BITS)
-				<< (8 + SRN_KEY_INDEX_BITS) |
+			srn_key_tag(31 - 8 - SRN_MW_INDEX_BITS)
+				<< (8 + SRN_MW_INDEX_BITS) |
 			mw->slot.index << 8 | (srn_key_tag(8) & 0xff);
 	/* relaxed: a reference taken while the caller holds the PD */
 	atomic_fetch_add_explicit(&mw->slot.pd->refs, 1, memory_order_relaxed);

@@ -366,6 +366,25 @@ int srn_qp_check_attr(const struct ibv_qp_attr *a, int mask)
 	return 0;
 }
 
+/* Both QP locks held: qp->rx from qp->attr, for the receive side. */
+void srn_qp_publish_rx(struct srn_qp *qp)
+{
+	/* relaxed: pairs with the relaxed loads in srn_qp_rx_get; each
+	 * field stands alone */
+	__atomic_store_n(&qp->rx.access, (uint32_t)qp->attr.qp_access_flags,
+			 __ATOMIC_RELAXED);
+	/* relaxed: as above */
+	__atomic_store_n(&qp->rx.rq_psn, qp->attr.rq_psn, __ATOMIC_RELAXED);
+	/* relaxed: as above */
+	__atomic_store_n(&qp->rx.min_rnr_timer, qp->attr.min_rnr_timer,
+			 __ATOMIC_RELAXED);
+	/* relaxed: as above */
+	__atomic_store_n(&qp->rx.timeout, qp->attr.timeout, __ATOMIC_RELAXED);
+	/* relaxed: as above */
+	__atomic_store_n(&qp->rx.retry_cnt, qp->attr.retry_cnt,
+			 __ATOMIC_RELAXED);
+}
+
 void srn_qp_apply_attr(struct srn_qp *qp, const struct ibv_qp_attr *a, int mask)
 {
 	struct ibv_qp_attr *q = &qp->attr;

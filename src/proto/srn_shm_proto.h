@@ -19,9 +19,9 @@
 #include <stdint.h>
 
 #define SRN_SHM_MAGIC 0x314e5253u /* "SRN1" little endian */
-#define SRN_SHM_VERSION \
-	3 /* 2: TPT entries of memory windows; 3: the
-			    * QP's type and Q_Key */
+/* 2: TPT entries of memory windows; 3: the QP's type and Q_Key; 4: a TPT
+ * of 2^21 entries (MR keys of 21 index bits) */
+#define SRN_SHM_VERSION 4
 
 enum srn_seg_kind {
 	SRN_SEG_QP = 1,
@@ -196,17 +196,20 @@ static_assert(sizeof(struct srn_cq_shm) == 320, "cq shm size");
 /* writable and seals it against further writable mappings; peers map   */
 /* it read-only and check an entry before every access to an MR.        */
 
-#define SRN_TPT_ENTRIES 16384u
-#define SRN_KEY_INDEX_BITS 14
+#define SRN_TPT_ENTRIES (1u << 21)
+#define SRN_KEY_INDEX_BITS 21
 #define SRN_KEY_INDEX_MASK ((1u << SRN_KEY_INDEX_BITS) - 1)
+/* Memory windows have the indexes 1 .. 2^14 - 1, MRs those above. */
+#define SRN_MW_INDEX_BITS 14
+#define SRN_MW_INDEX_MASK ((1u << SRN_MW_INDEX_BITS) - 1)
 /* A memory window's key: bit 31 set, the index in bits 8..21 and the low
  * byte the consumer's key (ibv_inc_rkey changes it at each bind); an MR's
- * key has bit 31 clear and its index in the low bits. */
+ * key has bit 31 clear and its index in the low 21 bits. */
 #define SRN_KEY_MW_BIT 0x80000000u
 
 static inline uint32_t srn_key_index(uint32_t key)
 {
-	return (key & SRN_KEY_MW_BIT) ? (key >> 8) & SRN_KEY_INDEX_MASK :
+	return (key & SRN_KEY_MW_BIT) ? (key >> 8) & SRN_MW_INDEX_MASK :
 					key & SRN_KEY_INDEX_MASK;
 }
 

@@ -208,9 +208,12 @@ static int srn_qp_modify(struct srn_qp *qp, struct ibv_qp_attr *attr, int mask)
 		return err;
 	old = qp->attr;
 	srn_qp_apply_attr(qp, attr, mask);
+	srn_qp_publish_rx(qp); /* before the transport connects at RTR */
 	err = srn_qp_transition(qp, srn_qp_state(qp), next, attr);
-	if (err)
+	if (err) {
 		qp->attr = old;
+		srn_qp_publish_rx(qp);
+	}
 	return err;
 }
 

@@ -12,13 +12,13 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <softrnic/direct.h>
 
 #define RW (IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE)
 #define OFF_RW 65536
-#define OFF_RO (2 * 65536)
 
 struct direct_info {
 	struct peer_info rw, ro, stack, plain;
@@ -178,14 +178,19 @@ static int direct_target(struct chan *c, void *arg)
 	struct side s;
 	struct peer_info p;
 	char stackbuf[4096] __attribute__((aligned(4096)));
+	/* a read-only grant needs pages of its own: one inside s.buf (a
+	 * writable MR) would be reached only with process_vm_* */
+	uint8_t *ropage = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
 	side_opts_default(&o);
+	REQUIRE(ropage != MAP_FAILED, "mmap");
 	REQUIRE(!side_pair(&s, &o, c, &p), "setup");
 	memcpy(s.buf + OFF_RW + 100, "target-wrote-this", 17);
-	memcpy(s.buf + OFF_RO, "read-only-page", 14);
+	memcpy(ropage, "read-only-page", 14);
 	rw = reg(&s, s.buf + OFF_RW, direct | RW | IBV_ACCESS_REMOTE_ATOMIC,
 		 &d.rw);
-	ro = reg(&s, s.buf + OFF_RO, direct | IBV_ACCESS_REMOTE_READ, &d.ro);
+	ro = reg(&s, ropage, direct | IBV_ACCESS_REMOTE_READ, &d.ro);
 	stack = reg(&s, stackbuf, direct | RW, &d.stack);
 	plain = reg(&s, s.buf + 3 * 65536, IBV_ACCESS_LOCAL_WRITE | RW,
 		    &d.plain);
@@ -205,6 +210,7 @@ static int direct_target(struct chan *c, void *arg)
 	ibv_dereg_mr(ro);
 	ibv_dereg_mr(stack);
 	ibv_dereg_mr(plain);
+	munmap(ropage, 4096);
 	side_close(&s);
 	return t_failures;
 }

@@ -27,7 +27,10 @@ struct srn_rmr {
 	void *map;
 	size_t map_len;
 	uint8_t *base; /* where iova is mapped, or its address in the owner */
+	uint8_t *owner; /* iova's address in the owner */
 	bool pvm; /* not mapped: reached with process_vm_readv/writev */
+	bool ro; /* mapped read-only (srn_access_ro_shared): a receive
+		  * buffer in it is written with process_vm_writev */
 };
 
 /* An XRC SRQ of the TGT's process mapped here (shm_xrc.c). */

@@ -155,12 +155,18 @@ static int srn_rmr_map(struct srn_rmr *m, const struct srn_ctl_mr_rep *r,
 		m->length = r->length;
 		m->map = NULL;
 		m->base = (uint8_t *)(uintptr_t)r->owner_va;
+		m->owner = m->base;
 		m->pvm = true;
+		m->ro = false;
 		return 0;
 	}
 	m->pvm = false;
-	if (r->access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-			 IBV_ACCESS_REMOTE_ATOMIC))
+	/* a read-only MR's memfds are sealed and sent O_RDONLY: a writable
+	 * mapping would fail anyway */
+	m->ro = srn_access_ro_shared(r->access);
+	if (!m->ro &&
+	    (r->access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+			  IBV_ACCESS_REMOTE_ATOMIC)))
 		prot |= PROT_WRITE;
 	base = mmap(NULL, r->span_len, PROT_NONE,
 		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -184,6 +190,7 @@ static int srn_rmr_map(struct srn_rmr *m, const struct srn_ctl_mr_rep *r,
 	m->map = base;
 	m->map_len = r->span_len;
 	m->base = base + r->page_off;
+	m->owner = (uint8_t *)(uintptr_t)r->owner_va;
 	return 0;
 }
 

@@ -105,9 +105,12 @@ int srn_resp_mr_any(struct srn_peer *p, uint32_t key, uint64_t addr,
 			return -EACCES; /* re-registered meanwhile */
 	}
 	/* the window's first byte is at ref.va in the owner, which is
-	 * m->base + (ref.va - ref.map_va) here */
-	*ptr_p = m->base + (ref.va - ref.map_va) + (addr - ref.iova);
-	*pvm_p = m->pvm;
+	 * m->base + (ref.va - ref.map_va) here. A read-only mapping is only
+	 * read here: a receive buffer in it (LOCAL_WRITE; remote writes were
+	 * refused by the key check) is written in the owner */
+	*pvm_p = m->pvm || (m->ro && (need_access & SRN_ACCESS_WRITES));
+	*ptr_p = (*pvm_p ? m->owner : m->base) + (ref.va - ref.map_va) +
+		 (addr - ref.iova);
 	return 0;
 }
 

@@ -259,9 +259,9 @@ bool srn_tcp_link_matches(const struct srn_tcp_link *l,
 void srn_tcp_link_own(struct srn_tcp_link *l, struct srn_qp *qp,
 		      struct srn_tcp_qp *tq)
 {
-	l->done_psn = qp->attr.rq_psn - 1; /* nothing done yet */
+	l->done_psn = srn_qp_rx_get(qp).rq_psn - 1; /* nothing done yet */
 	if (l->rx.psn_free) { /* no request parsed yet: they start here */
-		l->rx.next_psn = qp->attr.rq_psn;
+		l->rx.next_psn = srn_qp_rx_get(qp).rq_psn;
 		l->rx.psn_free = false;
 	}
 	/* relaxed: tx_lock's, and nothing sends on l before it is owned */
@@ -771,11 +771,11 @@ static const struct srn_wire_sink srn_tcp_sink = {
 static void srn_tcp_doom_later(struct srn_tcp_link *l)
 {
 	struct srn_qp *qp = l->qp;
-	uint64_t t = srn_ack_timeout_ns(qp->attr.timeout);
+	uint64_t t = srn_ack_timeout_ns(srn_qp_rx_get(qp).timeout);
 
 	if (!t)
 		t = 100000000ull;
-	l->doom_ns = srn_now_ns() + t * (qp->attr.retry_cnt + 1u);
+	l->doom_ns = srn_now_ns() + t * (srn_qp_rx_get(qp).retry_cnt + 1u);
 	if (l->on_work)
 		srn_list_del(&l->work_link);
 	l->on_work = true;

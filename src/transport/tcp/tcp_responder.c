@@ -61,7 +61,7 @@ static int srn_tcp_answer(struct srn_tcp_link *c, unsigned op, const void *data,
 	if (op == SRN_WOP_ACK)
 		a.status = c->ws;
 	if (op == SRN_WOP_ACK && c->ws == SRN_WS_RNR)
-		a.rkey = c->qp->attr.min_rnr_timer;
+		a.rkey = srn_qp_rx_get(c->qp).min_rnr_timer;
 	if (op == SRN_WOP_ATOMIC_RESP)
 		a.len = sizeof(a.val);
 	return srn_tcp_link_answer(c, &a);
@@ -141,7 +141,7 @@ static uint32_t srn_tcp_key(struct srn_tcp_link *c, uint32_t key, uint64_t addr,
 	struct srn_qp *qp = c->qp;
 	struct srn_key_ref ref;
 
-	if (!(qp->attr.qp_access_flags & acc) || (qp->xrcd && !c->xsrq))
+	if (!(srn_qp_rx_get(qp).access & acc) || (qp->xrcd && !c->xsrq))
 		return SRN_WS_REM_INV_REQ;
 	if (len && srn_rkey_check(srn_tcp_tpt(c), key, srn_tcp_pd_handle(c),
 				  qp->ibqpx.qp_base.qp_num, acc, addr, len,

@@ -1,0 +1,24 @@
+#!/bin/bash
+# Registration at scale (docs/BENCHMARKS.md, "Registration"; issue 13,
+# item 7): bench/mrbench registers N MRs of 4 KiB (consecutive pages of one
+# buffer) and deregisters them, under RLIMIT_NOFILE 1024, R rounds each
+# (median), for MRs with remote write (LOCAL_WRITE|REMOTE_WRITE|
+# REMOTE_READ: the process's one arena memfd) and read-only MRs
+# (REMOTE_READ: a sealed memfd each, up to a quarter of the fd limit).
+#   scripts/bench-mr.sh [N] [R]    (default 100000, 3)
+set -u
+cd "$(dirname "$0")/.."
+n=${1:-100000}
+rounds=${2:-3}
+lib=$PWD/build/lib
+med() { sort -g | awk '{a[NR] = $1} END {print (NR ? a[int((NR + 1) / 2)] : "-")}'; }
+for access in 7 4; do
+	out=$(mktemp)
+	for _ in $(seq "$rounds"); do
+		LD_LIBRARY_PATH=$lib prlimit --nofile=1024 build/bin/mrbench "$n" "$access" | tee -a "$out"
+	done
+	printf 'access 0x%x, %d MRs: median reg %s s, dereg %s s\n' "$access" "$n" \
+		"$(awk '{for (i = 1; i <= NF; i++) if ($i == "reg") print $(i + 1)}' "$out" | med)" \
+		"$(awk '{for (i = 1; i <= NF; i++) if ($i == "dereg") print $(i + 1)}' "$out" | med)"
+	rm -f "$out"
+done
