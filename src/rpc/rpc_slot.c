@@ -381,8 +381,17 @@ void srn_rpc_publish(struct srn_rpc_worker *w, uint32_t n, uint32_t len,
 	/* release: the message before seq; pairs with the acquire in
 	 * srn_rpc_load_acquire (srn_rpc_worker_wait) */
 	__atomic_store_n(&s->seq, n, __ATOMIC_RELEASE);
-	if (old_state != SRN_RPC_SPINNING)
-		srn_rpc_futex_wake(&s->seq);
+	if (old_state == SRN_RPC_SPINNING)
+		return;
+	if (old_state == SRN_RPC_RUNNING) {
+		/* full barrier: seq before reading waiting; pairs with the
+		 * exchange in srn_rpc_worker_await_behind */
+		srn_smp_mb();
+		/* relaxed: ordered by the fence above */
+		if (!__atomic_load_n(&s->waiting, __ATOMIC_RELAXED))
+			return;
+	}
+	srn_rpc_futex_wake(&s->seq);
 }
 
 /* A worker (re)starts: free, waiting for call n. */

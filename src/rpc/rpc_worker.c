@@ -64,8 +64,9 @@ static int srn_rpc_worker_await_claimed(struct srn_rpc_wlocal *wl,
 
 /*
  * Call n was queued behind the last one: its caller saw us RUNNING, so it
- * wakes us after its publish (srn_rpc_publish); futex waits in 10 ms
- * slices that also look after the caller.
+ * wakes us after its publish (srn_rpc_publish) if the slot's waiting word
+ * says we wait; futex waits in 10 ms slices that also look after the
+ * caller.
  */
 static int srn_rpc_worker_await_behind(struct srn_rpc_wlocal *wl,
 				       struct srn_rpc_slot *s)
@@ -73,16 +74,25 @@ static int srn_rpc_worker_await_behind(struct srn_rpc_wlocal *wl,
 	int64_t since = srn_rpc_now_ns();
 	uint32_t v;
 
+	int rc = 0;
+
 	for (;;) {
+		/* seq_cst: waiting before re-reading seq; pairs with the
+		 * fence in srn_rpc_publish */
+		__atomic_exchange_n(&s->waiting, 1, __ATOMIC_SEQ_CST);
 		v = srn_rpc_load_acquire(&s->seq);
 		if (v == wl->n)
-			return 0;
-		if (srn_rpc_stopping(wl->srv))
-			return -EINTR;
-		if (srn_rpc_claimer_dead(wl, since))
-			return -EAGAIN;
+			break;
+		rc = srn_rpc_stopping(wl->srv) ? -EINTR : 0;
+		if (!rc && srn_rpc_claimer_dead(wl, since))
+			rc = -EAGAIN;
+		if (rc)
+			break;
 		srn_rpc_futex_wait(&s->seq, v, 10000000);
 	}
+	/* relaxed: only this worker waits on its slot */
+	__atomic_store_n(&s->waiting, 0, __ATOMIC_RELAXED);
+	return rc;
 }
 
 /* After a futex timeout: a worker above min_workers, idle for 2 s, parks

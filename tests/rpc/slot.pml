@@ -64,6 +64,7 @@ byte tx_seq[2 * NW];
 byte tx_call[2 * NW];
 byte tx_ack[2 * NW];   /* srn_rpc_slot.ack */
 bool in_futex[2 * NW]; /* worker w blocks in futex_wait on its rx[s] */
+bool rx_waiting[2 * NW]; /* srn_rpc_slot.waiting of a receive slot */
 byte delivered[NCALLERS * 8];
 byte answered;
 bool stop;
@@ -114,7 +115,8 @@ proctype caller(byte id)
 		/* srn_rpc_publish: the release store, then the wake */
 		rx_seq[s] = n;
 		if
-		:: old != SPINNING -> futex_wake(s)
+		:: old == RUNNING && rx_waiting[s] -> futex_wake(s)
+		:: old == SLEEPING || old == PARKED -> futex_wake(s)
 		:: else -> skip
 		fi;
 		/* srn_rpc_reply_wait; srn_rpc_clnt_decode reads the reply
@@ -207,12 +209,14 @@ inline worker_sleep() {
 	fi
 }
 
-/* srn_rpc_worker_await_behind: call n was queued behind the last one */
+/* srn_rpc_worker_await_behind: call n was queued behind the last one;
+ * the caller wakes only a worker that set the slot's waiting word */
 inline worker_await_behind() {
 	do
 	:: rx_seq[s] == n -> break
 	:: stop -> break
 	:: else ->
+		rx_waiting[s] = true;
 		atomic {
 			if
 			:: rx_seq[s] != n && !stop -> in_futex[s] = true
@@ -225,7 +229,8 @@ inline worker_await_behind() {
 		:: in_futex[s] -> in_futex[s] = false /* a 10 ms slice */
 #endif
 		fi
-	od
+	od;
+	rx_waiting[s] = false
 }
 
 proctype worker(byte me)
