@@ -490,15 +490,40 @@ static void test_malformed(void)
 struct rpc_counts {
 	unsigned started;
 	unsigned long long calls, queued, dropped, grows;
-	unsigned long long wcalls, spins, sleeps, wakeups, behind;
+	unsigned long long wcalls, spins, sleeps, wakeups, behind, parks;
+	unsigned long long calls1; /* worker 1's */
+	char state1[16];
 };
 
 static const char *stat_tool;
 
+/* A worker's line: index, state, calls, spins, sleeps, wakeups,
+ * timeouts, behind, parks, handler time. */
+static bool stat_worker_line(const char *line, struct rpc_counts *c)
+{
+	unsigned long long v[6];
+	char st[16];
+	unsigned w;
+
+	if (sscanf(line, " %u %15s %llu %llu %llu %llu %*u %llu %llu", &w, st,
+		   &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]) != 8)
+		return false;
+	c->wcalls += v[0];
+	c->spins += v[1];
+	c->sleeps += v[2];
+	c->wakeups += v[3];
+	c->behind += v[4];
+	c->parks += v[5];
+	if (w == 1) {
+		c->calls1 = v[0];
+		strcpy(c->state1, st);
+	}
+	return true;
+}
+
 static bool read_stat(struct rpc_counts *c)
 {
 	char cmd[600], line[512];
-	unsigned long long v[5];
 	bool in = false, found = false;
 	FILE *f;
 
@@ -513,16 +538,8 @@ static bool read_stat(struct rpc_counts *c)
 				       &c->started, &c->calls, &c->queued,
 				       &c->dropped, &c->grows) == 5;
 			in = true;
-		} else if (in &&
-			   sscanf(line,
-				  " %*u %*s %llu %llu %llu %llu "
-				  "%*u %llu",
-				  &v[0], &v[1], &v[2], &v[3], &v[4]) == 5) {
-			c->wcalls += v[0];
-			c->spins += v[1];
-			c->sleeps += v[2];
-			c->wakeups += v[3];
-			c->behind += v[4];
+		} else if (in && stat_worker_line(line, c)) {
+			continue;
 		} else if (strncmp(line, "  ", 2)) {
 			in = false;
 		}
@@ -599,6 +616,41 @@ static void stat_overload(struct rpc_counts *c1, struct rpc_counts *c2)
 	      c2->grows - c1->grows, c2->started);
 }
 
+static void *stat_sleep300(void *arg)
+{
+	CLIENT *cl = client("shm");
+	int ms = 300, res = 0;
+
+	CHECK(cl && calc_sleep_1(&ms, &res, cl) == RPC_SUCCESS && res == ms,
+	      "sleep 300");
+	if (cl)
+		clnt_destroy(cl);
+	return NULL;
+}
+
+/* Worker 1 (above min_workers 1), idle for 2 s, parks; two calls at once
+ * then unpark it (worker 0 takes one, it the other). */
+static void stat_park(const struct rpc_counts *c2)
+{
+	struct rpc_counts c3, c4;
+	pthread_t t[2];
+	int i;
+
+	usleep(2600000);
+	CHECK(read_stat(&c3), "softrnic stat after 2.6 s idle");
+	CHECK(!strcmp(c3.state1, "PARKED") && c3.parks > c2->parks,
+	      "worker 1 is %s after 2.6 s idle, parks %llu", c3.state1,
+	      c3.parks);
+	for (i = 0; i < 2; i++)
+		pthread_create(&t[i], NULL, stat_sleep300, NULL);
+	for (i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	CHECK(read_stat(&c4), "softrnic stat after the unpark");
+	CHECK(c4.calls1 == c3.calls1 + 1 && strcmp(c4.state1, "PARKED"),
+	      "worker 1: %llu calls (before %llu), %s", c4.calls1, c3.calls1,
+	      c4.state1);
+}
+
 /* `softrnic stat` shows the service's counters, and they move. */
 static void test_stat(const char *tool)
 {
@@ -625,6 +677,7 @@ static void test_stat(const char *tool)
 	      c1.behind - c0.behind);
 	stat_overload(&c1, &c2);
 	CHECK(c2.sleeps > c0.sleeps, "sleeps did not move");
+	stat_park(&c2);
 }
 
 /* Threads of pid whose name (comm) is name. */
