@@ -74,7 +74,9 @@ struct srn_rpc_slot {
 	uint32_t seq;
 	uint32_t len; /* bytes of the message */
 	uint32_t flags; /* SRN_RPC_SLOT_* */
-	uint32_t waiting; /* transmit slots: the caller sleeps on seq */
+	uint32_t waiting; /* transmit: callers asleep on seq (a count);
+			   * receive: the worker waits in futex for a call
+			   * queued behind (srn_rpc_worker_await_behind) */
 	uint32_t aux_gen; /* transmit: aux generation the reply was written in */
 	uint32_t ack; /* transmit: the caller is done with reply number ack */
 	uint8_t rsvd[SRN_RPC_SLOT_CTL - 24];

@@ -16,6 +16,8 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
+#include <pthread.h>
 #include <linux/futex.h>
 #include <poll.h>
 #include <signal.h>
@@ -37,6 +39,36 @@ int64_t srn_rpc_now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static uint32_t srn_rpc_pid;
+static pthread_once_t srn_rpc_pid_once = PTHREAD_ONCE_INIT;
+
+static void srn_rpc_pid_forget(void)
+{
+	srn_rpc_pid = 0;
+}
+
+static void srn_rpc_pid_init(void)
+{
+	pthread_atfork(NULL, NULL, srn_rpc_pid_forget);
+}
+
+/* getpid(2), without its system call on every call (forget it in a
+ * fork's child). */
+static uint32_t srn_rpc_self(void)
+{
+	uint32_t pid;
+
+	pthread_once(&srn_rpc_pid_once, srn_rpc_pid_init);
+	/* relaxed: every thread of the process stores the same value */
+	pid = __atomic_load_n(&srn_rpc_pid, __ATOMIC_RELAXED);
+	if (!pid) {
+		pid = (uint32_t)getpid();
+		/* relaxed: as above */
+		__atomic_store_n(&srn_rpc_pid, pid, __ATOMIC_RELAXED);
+	}
+	return pid;
 }
 
 uint32_t srn_rpc_load_acquire(const uint32_t *word)
@@ -190,7 +222,7 @@ static bool srn_rpc_claim_one(struct srn_rpc_worker *w, uint32_t want,
 	/* relaxed: a hint for srn_rpc_claimer_dead, which only asks whether
 	 * this process still lives */
 	__atomic_store_n(behind ? &w->ctl.owner_behind : &w->ctl.owner,
-			 (uint32_t)getpid(), __ATOMIC_RELAXED);
+			 srn_rpc_self(), __ATOMIC_RELAXED);
 	*n_p = behind ? n + 1 : n;
 	return true;
 }
@@ -298,7 +330,7 @@ static unsigned srn_rpc_queue_count(const struct srn_rpc_seg_hdr *h)
 static int srn_rpc_queue_join(const struct srn_rpc_seg *seg, int alive_fd)
 {
 	struct srn_rpc_seg_hdr *h = seg->hdr;
-	uint32_t pid = (uint32_t)getpid();
+	uint32_t pid = srn_rpc_self();
 	int k = srn_rpc_queue_take(h, pid);
 
 	if (k < 0) {
@@ -340,7 +372,7 @@ int srn_rpc_claim(const struct srn_rpc_seg *seg, int alive_fd, long timeout_ms,
 		  unsigned flags, uint32_t *old_p, uint32_t *n_p)
 {
 	struct srn_rpc_seg_hdr *h = seg->hdr;
-	int64_t end = srn_rpc_now_ns() + timeout_ms * 1000000;
+	int64_t end = 0;
 	int i, q = -2; /* -2: not in the queue yet */
 	uint32_t seen;
 
@@ -350,6 +382,8 @@ int srn_rpc_claim(const struct srn_rpc_seg *seg, int alive_fd, long timeout_ms,
 		i = srn_rpc_claim_any(seg, flags, old_p, n_p);
 		if (i >= 0)
 			break;
+		if (!end)
+			end = srn_rpc_now_ns() + timeout_ms * 1000000;
 		i = srn_rpc_peer_gone(alive_fd) ? -EPIPE : -ETIMEDOUT;
 		if (i == -EPIPE || srn_rpc_now_ns() >= end)
 			break;
@@ -462,7 +496,8 @@ void srn_rpc_reply_publish(struct srn_rpc_worker *w, uint32_t n, uint32_t len,
 	srn_smp_mb();
 	/* relaxed: ordered by the fence above */
 	if (__atomic_load_n(&s->waiting, __ATOMIC_RELAXED))
-		srn_rpc_futex_wake(&s->seq);
+		/* the callers of n and n + 2 may both wait on this word */
+		syscall(SYS_futex, &s->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
 /* The caller is done with reply n: the worker may reuse its slot. */
@@ -484,24 +519,34 @@ int srn_rpc_reply_wait(struct srn_rpc_worker *w, uint32_t n, int alive_fd,
 	struct srn_rpc_slot *s = &w->tx[n & 1];
 	int64_t now = srn_rpc_now_ns(), spin_end = now + 20000;
 	int64_t end = now + timeout_ms * 1000000;
+	unsigned k = 0;
 	uint32_t cur;
+	int rc;
 
-	while (srn_rpc_now_ns() < spin_end)
+	do {
 		if (srn_rpc_load_acquire(&s->seq) == n)
 			return 0;
+		__builtin_ia32_pause();
+	} while ((++k & 31) || srn_rpc_now_ns() < spin_end);
+	/* seq_cst: waiting before re-reading seq; pairs with the fence in
+	 * srn_rpc_reply_publish */
+	__atomic_fetch_add(&s->waiting, 1, __ATOMIC_SEQ_CST);
 	for (;;) {
-		/* seq_cst: waiting before re-reading seq; pairs with the
-		 * fence in srn_rpc_reply_publish */
-		__atomic_exchange_n(&s->waiting, 1, __ATOMIC_SEQ_CST);
 		cur = srn_rpc_load_acquire(&s->seq);
+		rc = 0;
 		if (cur == n)
-			return 0;
+			break;
+		rc = -EPIPE;
 		if (srn_rpc_peer_gone(alive_fd))
-			return -EPIPE;
+			break;
 		now = srn_rpc_now_ns();
+		rc = -ETIMEDOUT;
 		if (now >= end)
-			return -ETIMEDOUT;
+			break;
 		srn_rpc_futex_wait(&s->seq, cur,
 				   end - now < 10000000 ? end - now : 10000000);
 	}
+	/* relaxed: a count of waiters; a late wake is harmless */
+	__atomic_fetch_sub(&s->waiting, 1, __ATOMIC_RELAXED);
+	return rc;
 }
