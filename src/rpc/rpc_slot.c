@@ -325,12 +325,13 @@ static unsigned srn_rpc_queue_count(const struct srn_rpc_seg_hdr *h)
 /*
  * Joins the service's queue: the entry's index, or -1 when the queue is
  * full (the call is dropped and counted). A caller with a socket asks the
- * server for one more worker when the queue reaches half.
+ * server for one more worker when the queue reaches half (unless all are
+ * started).
  */
 static int srn_rpc_queue_join(const struct srn_rpc_seg *seg, int alive_fd)
 {
 	struct srn_rpc_seg_hdr *h = seg->hdr;
-	uint32_t pid = srn_rpc_self();
+	uint32_t pid = srn_rpc_self(), started;
 	int k = srn_rpc_queue_take(h, pid);
 
 	if (k < 0) {
@@ -344,7 +345,10 @@ static int srn_rpc_queue_join(const struct srn_rpc_seg *seg, int alive_fd)
 	}
 	/* relaxed: a counter */
 	__atomic_fetch_add(&h->qstat.queued, 1, __ATOMIC_RELAXED);
-	if (alive_fd >= 0 && srn_rpc_queue_count(h) >= SRN_RPC_QUEUE_LEN / 2 &&
+	/* relaxed: a hint (a request too many is ignored) */
+	started = __atomic_load_n(&h->qstat.started, __ATOMIC_RELAXED);
+	if (alive_fd >= 0 && started < h->nworkers &&
+	    srn_rpc_queue_count(h) >= SRN_RPC_QUEUE_LEN / 2 &&
 	    send(alive_fd, "w", 1, MSG_DONTWAIT | MSG_NOSIGNAL) == 1)
 		/* relaxed: a counter */
 		__atomic_fetch_add(&h->qstat.grows, 1, __ATOMIC_RELAXED);

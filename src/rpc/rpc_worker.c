@@ -34,12 +34,18 @@ static int64_t srn_rpc_spin_budget(const struct srn_rpc_wlocal *wl)
 /* Did the claimer die between its claim and its publish? */
 static bool srn_rpc_claimer_dead(struct srn_rpc_wlocal *wl, int64_t since)
 {
-	/* relaxed: a hint; pairs with nothing (see srn_rpc_claim_pass) */
+	/* relaxed: a hint; pairs with nothing (see srn_rpc_claim_one) */
 	uint32_t pid = __atomic_load_n(&wl->w->ctl.owner, __ATOMIC_RELAXED);
 	int64_t waited = srn_rpc_now_ns() - since;
 
 	if (waited < 50000000)
 		return false;
+	if (!pid && wl->claimed)
+		/* relaxed: a hint; the caller queued behind had not stored
+		 * its pid when srn_rpc_worker_free copied it (a later one's
+		 * only makes us wait longer) */
+		pid = __atomic_load_n(&wl->w->ctl.owner_behind,
+				      __ATOMIC_RELAXED);
 	if (pid)
 		return kill((pid_t)pid, 0) < 0 && errno == ESRCH;
 	return waited > 1000000000; /* died right after its claim */

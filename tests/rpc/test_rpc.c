@@ -610,10 +610,9 @@ static void stat_overload(struct rpc_counts *c1, struct rpc_counts *c2)
 	      stat_refused);
 	CHECK(c2->calls - c1->calls == (unsigned long long)stat_ok,
 	      "calls %llu, served %d", c2->calls - c1->calls, stat_ok);
-	CHECK(c2->queued > c1->queued && c2->grows > c1->grows &&
-		      c2->started == 2,
+	CHECK(c2->queued > c1->queued && c2->grows >= 1 && c2->started == 2,
 	      "queued %llu, grows %llu, started %u", c2->queued - c1->queued,
-	      c2->grows - c1->grows, c2->started);
+	      c2->grows, c2->started);
 }
 
 static void *stat_sleep300(void *arg)
