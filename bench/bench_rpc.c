@@ -19,6 +19,8 @@
  *   bench_rpc line N                   a cache line's round trip, CPU 0-1
  *
  * Prints "p50_us p99_us calls_per_s" (per-call clock_gettime).
+ * BENCH_RPC_PROG=N: the softrnic server and client use program number N
+ * (two services on one host).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -61,6 +63,8 @@ static void report(double *lat, long n, double total_us)
 	       n / (total_us / 1e6));
 }
 
+static rpcprog_t prog = CALC_PROG;
+
 static int srv_srn(unsigned short port)
 {
 	struct srn_rpc_server_attr a = { .port = port,
@@ -68,7 +72,9 @@ static int srv_srn(unsigned short port)
 					 .max_workers = 1 };
 	struct srn_rpc_server *s = srn_rpc_server_create(&a);
 
-	if (!s || srn_rpc_server_register(s, CALC_PROG, CALC_VERS, calc_prog_1))
+	/* rpcgen's dispatch looks at the procedure only: any program number
+	 * serves the calc service (a second service on the host) */
+	if (!s || srn_rpc_server_register(s, prog, CALC_VERS, calc_prog_1))
 		return 1;
 	return srn_rpc_server_run(s);
 }
@@ -123,7 +129,7 @@ static CLIENT *bench_client(const char *kind, const char *addr)
 		return clntunix_create(&sun, CALC_PROG, CALC_VERS, &sock, 0, 0);
 	}
 	snprintf(host, sizeof(host), "127.0.0.1:%s", addr);
-	return srn_clnt_create(host, CALC_PROG, CALC_VERS, kind);
+	return srn_clnt_create(host, prog, CALC_VERS, kind);
 }
 
 static void gap_wait(long gap_us)
@@ -251,6 +257,8 @@ int main(int argc, char **argv)
 {
 	const char *m = argc > 1 ? argv[1] : "";
 
+	if (getenv("BENCH_RPC_PROG"))
+		prog = strtoul(getenv("BENCH_RPC_PROG"), NULL, 0);
 	if (!strcmp(m, "srv-srn") && argc > 2)
 		return srv_srn((unsigned short)atoi(argv[2]));
 	if (!strcmp(m, "srv-tirpc") && argc > 3)

@@ -4,8 +4,9 @@
 # cache line's round trip (docs/BENCHMARKS.md, "RPC"). The calc service
 # (examples/rpc), rpcgen's code unmodified; servers on CPU 0, the client
 # on CPU 1; medians of R rounds, every case once per round, so the ratios
-# come from one run. Then the softrnic server's CPU use at gaps between
-# calls, and idle over 10 s (/proc/PID/stat). In a network namespace of
+# come from one run. Then two softrnic services sharing the cores, the
+# server's CPU use at gaps between calls, and idle over 10 s
+# (/proc/PID/stat). In a network namespace of
 # its own when it can make one (ports, abstract sockets).
 #   scripts/bench-rpc.sh [R] [OUT]     (default 3, docs/BENCHMARKS.md)
 set -u
@@ -23,6 +24,7 @@ nf=20000 # fast paths
 ns=3000  # socket paths
 
 taskset -c 0 $b srv-srn 7100 & srn=$!
+BENCH_RPC_PROG=0x20051112 taskset -c 0 $b srv-srn 7103 &
 taskset -c 0 $b srv-tirpc udp 7101 &
 taskset -c 0 $b srv-tirpc tcp 7102 &
 taskset -c 0 $b srv-tirpc unix "$work/sock" &
@@ -43,6 +45,13 @@ for _ in $(seq 1 "$rounds"); do
 		c call tirpc-tcp 7102 $ns $sz >>"$work/tirpc_tcp_$s"
 		c call tirpc-unix "$work/sock" $ns $sz >>"$work/tirpc_unix_$s"
 	done
+	# two services on the same cores: one busy alone, then both busy
+	c call shm 7100 $nf -1 >>"$work/share_alone"
+	BENCH_RPC_PROG=0x20051112 c call shm 7103 $nf -1 >"$work/b" &
+	bp=$!
+	c call shm 7100 $nf -1 >>"$work/share_a"
+	wait $bp
+	cat "$work/b" >>"$work/share_b"
 	for g in 10 100 1000; do
 		n=$((1000000 / (g + 100)))
 		t0=$(cpu) w0=$(date +%s.%N)
@@ -101,6 +110,12 @@ row() { # name file base
 	for g in 10 100 1000; do
 		echo "| $g | $(med gap_$g 1) | $(med gap_$g 2) | $(awk '{print $1}' "$work/gapcpu_$g" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}') |"
 	done
+	echo
+	echo "Two softrnic services (two server processes, one worker each, both"
+	echo "on CPU 0; their clients both on CPU 1), null procedure: calls/s of"
+	echo "service A alone (B idle), then of A and B both busy: $(med share_alone 3)"
+	echo "alone; $(med share_a 3) and $(med share_b 3) together (B/A $(ratio "$(med share_b 3)" "$(med share_a 3)"),"
+	echo "sum/alone $(awk -v a="$(med share_a 3)" -v b="$(med share_b 3)" -v c="$(med share_alone 3)" 'BEGIN {if (c > 0) printf "%.2f", (a + b) / c}'))."
 	echo
 	echo "Idle softrnic server over 10 s: $idle % of one core."
 	p=$(med srn_shm_null 1)

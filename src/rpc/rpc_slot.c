@@ -322,6 +322,12 @@ static unsigned srn_rpc_queue_count(const struct srn_rpc_seg_hdr *h)
 	return n;
 }
 
+/* Does a caller wait in the queue? (a hint for srn_rpc_worker_wait) */
+bool srn_rpc_queue_busy(const struct srn_rpc_seg *seg)
+{
+	return srn_rpc_queue_count(seg->hdr) != 0;
+}
+
 /*
  * Joins the service's queue: the entry's index, or -1 when the queue is
  * full (the call is dropped and counted). A caller with a socket asks the

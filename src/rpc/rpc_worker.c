@@ -160,23 +160,39 @@ static int srn_rpc_worker_sleep(struct srn_rpc_wlocal *wl,
 	}
 }
 
-/* 0: call wl->n is in its slot; -EINTR: the server stops; -EAGAIN: its
- * claimer died before publishing it. */
+/* Spins on the slot until end; true when call wl->n is there. */
+static bool srn_rpc_worker_spin(struct srn_rpc_wlocal *wl,
+				struct srn_rpc_slot *s, int64_t end)
+{
+	unsigned k = 0;
+
+	do {
+		if (srn_rpc_load_acquire(&s->seq) == wl->n)
+			return true;
+		__builtin_ia32_pause();
+		if ((++k & 63) == 0 && srn_rpc_stopping(wl->srv))
+			return false;
+	} while ((k & 15) || srn_rpc_now_ns() < end);
+	return false;
+}
+
+/*
+ * 0: call wl->n is in its slot; -EINTR: the server stops; -EAGAIN: its
+ * claimer died before publishing it. A free worker does not sleep while
+ * the service's queue holds a caller (srn_rpc_worker_free woke one, on
+ * its way to claim it): it spins on, 200 us at most.
+ */
 static int srn_rpc_worker_wait(struct srn_rpc_wlocal *wl)
 {
 	struct srn_rpc_slot *s = &wl->w->rx[wl->n & 1];
 	int64_t end = srn_rpc_now_ns() + srn_rpc_spin_budget(wl);
-	unsigned k = 0;
 
-	do {
-		if (srn_rpc_load_acquire(&s->seq) == wl->n) {
-			wl->w->ctl.stat.spins++;
-			return 0;
-		}
-		__builtin_ia32_pause();
-		if ((++k & 63) == 0 && srn_rpc_stopping(wl->srv))
-			return -EINTR;
-	} while ((k & 15) || srn_rpc_now_ns() < end);
+	if (srn_rpc_worker_spin(wl, s, end) ||
+	    (!wl->claimed && srn_rpc_queue_busy(&wl->srv->seg) &&
+	     srn_rpc_worker_spin(wl, s, end + 200000))) {
+		wl->w->ctl.stat.spins++;
+		return 0;
+	}
 	if (srn_rpc_stopping(wl->srv))
 		return -EINTR;
 	if (wl->claimed)

@@ -44,6 +44,7 @@ int srn_rpc_claim(const struct srn_rpc_seg *seg, int alive_fd, long timeout_ms,
 void srn_rpc_publish(struct srn_rpc_worker *w, uint32_t n, uint32_t len,
 		     uint32_t flags, uint32_t old_state);
 void srn_rpc_worker_ready(struct srn_rpc_worker *w, uint32_t n);
+bool srn_rpc_queue_busy(const struct srn_rpc_seg *seg);
 bool srn_rpc_worker_free(const struct srn_rpc_seg *seg,
 			 struct srn_rpc_worker *w, uint32_t n);
 void srn_rpc_reply_publish(struct srn_rpc_worker *w, uint32_t n, uint32_t len,
