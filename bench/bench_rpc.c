@@ -12,11 +12,16 @@
  *                                      KIND: shm, tcp, udp (srn_clnt_create),
  *                                      tirpc-udp, tirpc-tcp, tirpc-unix;
  *                                      SIZE -1: the null procedure, else an
- *                                      echo of SIZE bytes; ADDR: PORT, PATH
+ *                                      echo of SIZE bytes; ADDR: PORT,
+ *                                      IPV4:PORT, or PATH (unix)
  *   bench_rpc spin N SIZE              a busy-polling shared-memory server
  *                                      thread (CPU 0) and client (CPU 1):
  *                                      SIZE bytes each way, no XDR
  *   bench_rpc line N                   a cache line's round trip, CPU 0-1
+ *   bench_rpc futex N SIZE             as spin, but both sides block in
+ *                                      futex (no spinning)
+ *   bench_rpc srv-udpspin PORT         a busy-polling UDP echo server
+ *   bench_rpc udpspin ADDR N SIZE      its busy-polling client
  *
  * Prints "p50_us p99_us calls_per_s" (per-call clock_gettime).
  * BENCH_RPC_PROG=N: the softrnic server and client use program number N
@@ -31,6 +36,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -95,7 +102,6 @@ static int srv_tirpc(const char *kind, const char *addr)
 
 		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 		sin.sin_port = htons((unsigned short)atoi(addr));
-		sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 		if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) ||
 		    (strcmp(kind, "udp") && listen(fd, 16)))
 			return 1;
@@ -109,15 +115,30 @@ static int srv_tirpc(const char *kind, const char *addr)
 	return 1;
 }
 
+/* "PORT" (this host, 127.0.0.1) or "IPV4:PORT" */
+static void bench_addr(const char *addr, struct sockaddr_in *sin)
+{
+	const char *colon = strchr(addr, ':');
+	char ip[32] = "127.0.0.1";
+
+	if (colon && colon - addr < (long)sizeof(ip)) {
+		memcpy(ip, addr, (size_t)(colon - addr));
+		ip[colon - addr] = 0;
+		addr = colon + 1;
+	}
+	sin->sin_family = AF_INET;
+	sin->sin_port = htons((unsigned short)atoi(addr));
+	inet_pton(AF_INET, ip, &sin->sin_addr);
+}
+
 static CLIENT *bench_client(const char *kind, const char *addr)
 {
-	struct sockaddr_in sin = { .sin_family = AF_INET };
+	struct sockaddr_in sin;
 	struct timeval wait = { 1, 0 };
 	int sock = RPC_ANYSOCK;
 	char host[64];
 
-	sin.sin_port = htons((unsigned short)atoi(addr));
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	bench_addr(addr, &sin);
 	if (!strcmp(kind, "tirpc-udp"))
 		return clntudp_create(&sin, CALC_PROG, CALC_VERS, wait, &sock);
 	if (!strcmp(kind, "tirpc-tcp"))
@@ -128,7 +149,8 @@ static CLIENT *bench_client(const char *kind, const char *addr)
 		snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", addr);
 		return clntunix_create(&sun, CALC_PROG, CALC_VERS, &sock, 0, 0);
 	}
-	snprintf(host, sizeof(host), "127.0.0.1:%s", addr);
+	snprintf(host, sizeof(host), "%s%s",
+		 strchr(addr, ':') ? "" : "127.0.0.1:", addr);
 	return srn_clnt_create(host, prog, CALC_VERS, kind);
 }
 
@@ -253,6 +275,113 @@ static int spin_client(long n, long size, bool payload)
 	return 0; /* the server thread spins on; exit ends it */
 }
 
+static void futex_wait_on(volatile uint32_t *w, uint32_t v)
+{
+	syscall(SYS_futex, w, FUTEX_WAIT, v, NULL, NULL, 0);
+}
+
+static void futex_wake_on(volatile uint32_t *w)
+{
+	syscall(SYS_futex, w, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
+/* The blocking variant: the server thread sleeps in futex for each
+ * request, the client in futex for each reply (no spinning at all). */
+static void *futex_server(void *arg)
+{
+	uint32_t k;
+
+	pin(0);
+	for (k = 1;; k++) {
+		/* acquire: pairs with the release in futex_client */
+		while (__atomic_load_n(&box.req, __ATOMIC_ACQUIRE) != k)
+			futex_wait_on(&box.req, k - 1);
+		memcpy(box.pdata, box.rdata, (size_t)spin_size);
+		/* release: pairs with the acquire in futex_client */
+		__atomic_store_n(&box.rep, k, __ATOMIC_RELEASE);
+		futex_wake_on(&box.rep);
+	}
+	return NULL;
+}
+
+static int futex_client(long n, long size)
+{
+	double *lat = calloc((size_t)n, sizeof(double)), t0 = 0, t;
+	uint8_t buf[1024] = { 0 };
+	pthread_t th;
+	long i, warm = n / 10;
+	uint32_t k = 0;
+
+	spin_size = size;
+	pthread_create(&th, NULL, futex_server, NULL);
+	pin(1);
+	for (i = -warm; i < n; i++) {
+		if (i == 0)
+			t0 = now_us();
+		t = now_us();
+		memcpy(box.rdata, buf, (size_t)size);
+		/* release: pairs with the acquire in futex_server */
+		__atomic_store_n(&box.req, ++k, __ATOMIC_RELEASE);
+		futex_wake_on(&box.req);
+		/* acquire: pairs with the release in futex_server */
+		while (__atomic_load_n(&box.rep, __ATOMIC_ACQUIRE) != k)
+			futex_wait_on(&box.rep, k - 1);
+		memcpy(buf, box.pdata, (size_t)size);
+		if (i >= 0)
+			lat[i] = now_us() - t;
+	}
+	report(lat, n, now_us() - t0);
+	return 0;
+}
+
+/* A busy-polling UDP echo server (the network's software limit). */
+static int udpspin_server(const char *addr)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET }, peer;
+	socklen_t len;
+	char buf[2048];
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+	ssize_t k;
+
+	sin.sin_port = htons((unsigned short)atoi(addr));
+	if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)))
+		return 1;
+	for (;;) {
+		len = sizeof(peer);
+		k = recvfrom(fd, buf, sizeof(buf), MSG_DONTWAIT,
+			     (struct sockaddr *)&peer, &len);
+		if (k > 0)
+			sendto(fd, buf, (size_t)k, 0, (struct sockaddr *)&peer,
+			       len);
+	}
+}
+
+static int udpspin_client(const char *addr, long n, long size)
+{
+	double *lat = calloc((size_t)n, sizeof(double)), t0 = 0, t;
+	struct sockaddr_in sin;
+	char buf[2048] = { 0 };
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+	long i, warm = n / 10;
+
+	bench_addr(addr, &sin);
+	if (connect(fd, (struct sockaddr *)&sin, sizeof(sin)))
+		return 1;
+	for (i = -warm; i < n; i++) {
+		if (i == 0)
+			t0 = now_us();
+		t = now_us();
+		if (send(fd, buf, (size_t)size, 0) != size)
+			return 1;
+		while (recv(fd, buf, sizeof(buf), MSG_DONTWAIT) < 0)
+			__builtin_ia32_pause();
+		if (i >= 0)
+			lat[i] = now_us() - t;
+	}
+	report(lat, n, now_us() - t0);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *m = argc > 1 ? argv[1] : "";
@@ -270,6 +399,12 @@ int main(int argc, char **argv)
 		return spin_client(atol(argv[2]), atol(argv[3]), true);
 	if (!strcmp(m, "line") && argc > 2)
 		return spin_client(atol(argv[2]), 0, false);
+	if (!strcmp(m, "futex") && argc > 3)
+		return futex_client(atol(argv[2]), atol(argv[3]));
+	if (!strcmp(m, "srv-udpspin") && argc > 2)
+		return udpspin_server(argv[2]);
+	if (!strcmp(m, "udpspin") && argc > 4)
+		return udpspin_client(argv[2], atol(argv[3]), atol(argv[4]));
 	fprintf(stderr, "usage: see bench/bench_rpc.c\n");
 	return 2;
 }

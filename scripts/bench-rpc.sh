@@ -4,7 +4,9 @@
 # cache line's round trip (docs/BENCHMARKS.md, "RPC"). The calc service
 # (examples/rpc), rpcgen's code unmodified; servers on CPU 0, the client
 # on CPU 1; medians of R rounds, every case once per round, so the ratios
-# come from one run. Then two softrnic services sharing the cores, the
+# come from one run; also a blocking (futex) shared-memory server, and
+# clients in a second network namespace (veth) against a busy-polling UDP
+# ping-pong. Then two softrnic services sharing the cores, the
 # server's CPU use at gaps between calls, and idle over 10 s
 # (/proc/PID/stat). In a network namespace of
 # its own when it can make one (ports, abstract sockets).
@@ -28,14 +30,34 @@ BENCH_RPC_PROG=0x20051112 taskset -c 0 $b srv-srn 7103 &
 taskset -c 0 $b srv-tirpc udp 7101 &
 taskset -c 0 $b srv-tirpc tcp 7102 &
 taskset -c 0 $b srv-tirpc unix "$work/sock" &
+# a second namespace joined by a veth pair: clients there are "another host"
+unshare -n sleep 3600 & nsb=$!
+sleep 0.3
+ip link add srnv0 type veth peer name srnv1 netns $nsb 2>/dev/null &&
+	ip addr add 10.211.0.1/24 dev srnv0 && ip link set srnv0 up &&
+	nsenter -t $nsb -n sh -c 'ip addr add 10.211.0.2/24 dev srnv1 &&
+		ip link set srnv1 up && ip link set lo up' && netns=1 || netns=0
 sleep 1
 c() { taskset -c 1 timeout 60 $b "$@" || echo "- - -"; }
+x() { nsenter -t $nsb -n taskset -c 1 timeout 60 $b "$@" || echo "- - -"; }
 cpu() { awk '{print $14 + $15}' /proc/$srn/stat; }
 
 for _ in $(seq 1 "$rounds"); do
 	c line $nf >>"$work/line"
 	c spin $nf 0 >>"$work/spin_null"
 	c spin $nf 64 >>"$work/spin_64"
+	c futex $nf 0 >>"$work/futex_null"
+	if [ $netns = 1 ]; then
+		taskset -c 0 $b srv-udpspin 7104 &
+		up=$!
+		sleep 0.2
+		x udpspin 10.211.0.1:7104 $ns 40 >>"$work/ns_udpspin"
+		kill $up
+		wait $up 2>/dev/null
+		x call udp 10.211.0.1:7100 $ns -1 >>"$work/ns_srn_udp"
+		x call tcp 10.211.0.1:7100 $ns -1 >>"$work/ns_srn_tcp"
+		x call tirpc-udp 10.211.0.1:7101 $ns -1 >>"$work/ns_tirpc_udp"
+	fi
 	for s in null 64; do
 		sz=$([ $s = null ] && echo -1 || echo 64)
 		c call shm 7100 $nf $sz >>"$work/srn_shm_$s"
@@ -92,6 +114,7 @@ row() { # name file base
 	row "cache line round trip" line spin_null
 	row "busy-polling shm server, null" spin_null spin_null
 	row "busy-polling shm server, 64 B" spin_64 spin_null
+	row "blocking (futex) shm server, null" futex_null spin_null
 	for s in null 64; do
 		base=spin_$s
 		row "softrnic shm, $s" srn_shm_$s $base
@@ -110,6 +133,19 @@ row() { # name file base
 	for g in 10 100 1000; do
 		echo "| $g | $(med gap_$g 1) | $(med gap_$g 2) | $(awk '{print $1}' "$work/gapcpu_$g" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}') |"
 	done
+	if [ $netns = 1 ]; then
+		echo
+		echo "Across two network namespaces (a veth pair; client in the"
+		echo "second namespace on CPU 1, servers on CPU 0), null procedure; the"
+		echo "last column is against a busy-polling UDP ping-pong of 40 B:"
+		echo
+		echo "| path | p50 (us) | p99 (us) | calls/s | p50 x busy-polling UDP |"
+		echo "|---|---|---|---|---|"
+		row "busy-polling UDP ping-pong" ns_udpspin ns_udpspin
+		row "softrnic UDP" ns_srn_udp ns_udpspin
+		row "softrnic TCP" ns_srn_tcp ns_udpspin
+		row "libtirpc svc_run UDP" ns_tirpc_udp ns_udpspin
+	fi
 	echo
 	echo "Two softrnic services (two server processes, one worker each, both"
 	echo "on CPU 0; their clients both on CPU 1), null procedure: calls/s of"
@@ -125,4 +161,5 @@ row() { # name file base
 	echo "$(ratio "$(med tirpc_udp_null 1)" "$p")x lower than libtirpc over UDP (goal >= 50);"
 	echo "calls/s $(ratio "$(med srn_shm_null 3)" "$(med spin_null 3)")x busy-polling (goal >= 0.9);"
 	echo "idle CPU $idle % (goal < 1)."
+	[ $netns = 1 ] && echo "Across namespaces: softrnic UDP p50 $(ratio "$(med ns_srn_udp 1)" "$(med ns_udpspin 1)")x a busy-polling UDP ping-pong (goal <= 1.2)."
 } | tee -a "$out"
