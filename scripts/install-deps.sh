@@ -16,6 +16,7 @@ pkgs=(
 	python3-pyverbs                  # pyverbs smoke test (/usr/bin/python3)
 	iproute2 procps bc               # ss (run_pair.sh), ps, bc (kill_pair.sh)
 	ucx-utils libfabric-bin          # ucx_perftest, fi_* (benchmarks)
+	openmpi-bin libopenmpi-dev       # mpirun, mpicc: Open MPI over UCX over softrnic
 	clang libclang-rt-14-dev         # libFuzzer (wire parser)
 	iperf3                           # the TCP limit (bench-tcp.sh)
 	dpkg-dev file                    # the .deb: cpack's dpkg-shlibdeps, file

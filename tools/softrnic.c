@@ -25,6 +25,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
+#include "devnode.h"
 #include "proto/srn_ctl_proto.h"
 #include "stat_rpc.h"
 
@@ -103,6 +104,10 @@ static void usage(FILE *f)
 		"softrnic(1))\n");
 }
 
+struct verbs_api;
+static int load_api(struct verbs_api *a);
+static void exec_devnode(void);
+
 static int cmd_exec(int argc, char **argv)
 {
 	char dir[PATH_MAX], *path;
@@ -131,6 +136,7 @@ static int cmd_exec(int argc, char **argv)
 		return 1;
 	setenv("LD_LIBRARY_PATH", path, 1);
 	free(path);
+	exec_devnode();
 	execvp(argv[1], argv + 1);
 	fprintf(stderr, "softrnic exec: %s: %s\n", argv[1], strerror(errno));
 	return 127;
@@ -170,6 +176,22 @@ static int load_api(struct verbs_api *a)
 			       a->query_gid ?
 		       0 :
 		       -1;
+}
+
+/* The device node UCX needs (devnode.c), named as the library names it. */
+static void exec_devnode(void)
+{
+	struct ibv_device **list;
+	struct verbs_api a;
+	int n = 0;
+
+	if (load_api(&a))
+		return;
+	list = a.get_list(&n);
+	if (list && n > 0)
+		srn_devnode_prepare(list[0]->dev_name);
+	if (list)
+		a.free_list(list);
 }
 
 static void print_device(struct verbs_api *a, struct ibv_context *ctx)

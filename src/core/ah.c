@@ -89,8 +89,8 @@ static uint16_t srn_ip_csum(const uint8_t *h, size_t n)
 /* The GRH of a datagram from sgid to dgid: the IPv4 header RoCEv2 would
  * have carried (UDP, BTH, DETH and ICRC in its length), or an IPv6 GRH
  * when either GID is not IPv4-mapped. */
-void srn_grh_build(uint8_t grh[SRN_GRH_LEN], const union ibv_gid *sgid,
-		   const union ibv_gid *dgid, uint32_t payload_len)
+uint8_t srn_grh_build(uint8_t grh[SRN_GRH_LEN], const union ibv_gid *sgid,
+		      const union ibv_gid *dgid, uint32_t payload_len)
 {
 	uint32_t sip, dip, ip_len = 20 + 8 + 12 + 8 + payload_len + 4;
 	uint8_t *h = grh + 20;
@@ -106,7 +106,7 @@ void srn_grh_build(uint8_t grh[SRN_GRH_LEN], const union ibv_gid *sgid,
 		g->hop_limit = 64;
 		g->sgid = *sgid;
 		g->dgid = *dgid;
-		return;
+		return SRN_WC_SL_ROCE_IPV6;
 	}
 	h[0] = 0x45;
 	h[2] = (uint8_t)(ip_len >> 8);
@@ -119,6 +119,7 @@ void srn_grh_build(uint8_t grh[SRN_GRH_LEN], const union ibv_gid *sgid,
 	csum = srn_ip_csum(h, 20);
 	h[10] = (uint8_t)(csum >> 8);
 	h[11] = (uint8_t)csum;
+	return SRN_WC_SL_ROCE_IPV4;
 }
 
 /* A GRH that holds a valid IPv4 header (RoCEv2 over IPv4)? */

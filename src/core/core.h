@@ -172,8 +172,14 @@ static inline struct srn_ah *to_sah(struct ibv_ah *a)
 /* The 40 bytes a UD receive buffer starts with (RoCEv2 over IPv4, as
  * Soft-RoCE writes them: 20 zero bytes, then the IPv4 header) */
 #define SRN_GRH_LEN 40
-void srn_grh_build(uint8_t grh[SRN_GRH_LEN], const union ibv_gid *sgid,
-		   const union ibv_gid *dgid, uint32_t payload_len);
+/* The network header type a RoCE device reports in a UD receive's wc.sl
+ * (bits 2:0): what the GRH area holds. UCX reads it to know which bytes
+ * of the GRH are the destination address. */
+#define SRN_WC_SL_ROCE_IPV6 1u
+#define SRN_WC_SL_ROCE_IPV4 2u
+/* Writes the GRH; returns its SRN_WC_SL_* type for the receive's wc.sl */
+uint8_t srn_grh_build(uint8_t grh[SRN_GRH_LEN], const union ibv_gid *sgid,
+		      const union ibv_gid *dgid, uint32_t payload_len);
 #define SRN_UD_MTU 4096 /* the port's active MTU: the largest datagram */
 
 /* ---- dm.c ---- */

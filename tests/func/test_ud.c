@@ -354,6 +354,9 @@ static void target_first(struct ud_side *s, struct chan *c,
 	memcpy(&ip, p->gid.raw + 12, 4);
 	CHECK(s->buf[20] == 0x45 && !memcmp(s->buf + 32, &ip, 4),
 	      "the GRH holds the sender's IPv4 header");
+	/* as RoCE devices report it (and UCX reads it): bits 2:0 of sl are
+	 * the network header type, 2 = IPv4 */
+	CHECK((wc.sl & 7) == 2, "wc.sl names an IPv4 header (got %u)", wc.sl);
 	ah = ibv_create_ah_from_wc(s->pd, &wc, (struct ibv_grh *)s->buf, 1);
 	CHECK(ah, "ibv_create_ah_from_wc");
 	memcpy(s->buf + 16384, "pong", 4);

@@ -8,6 +8,8 @@
 #   ctl   fuzz_ctl.c: the control socket's message classifier
 #   tcp   fuzz_tcp.c: whole connections to the TCP listener, against the
 #         whole library (every source file is compiled in)
+#   udp   fuzz_udp.c: UD datagrams to the process's UDP socket and to a UD
+#         QP's forwarding socket, against the whole library
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 src=$here/../../src
@@ -16,7 +18,7 @@ target=${2:-wire}
 case $target in
 wire) srcs=("$src/transport/tcp/wire.c") len=4096 env=() ;;
 ctl) srcs=() len=1024 env=() ;;
-tcp) # the verbs library's sources (src/rpc is another library)
+tcp | udp) # the verbs library's sources (src/rpc is another library)
 	mapfile -t srcs < <(find "$src" -path "$src/rpc" -prune -o -name '*.c' -print | sort)
 	len=16384 env=(ASAN_OPTIONS=detect_leaks=0) ;;
 *) echo "run_fuzz.sh: unknown target $target" >&2; exit 2 ;;

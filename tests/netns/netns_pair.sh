@@ -9,6 +9,8 @@
 #                                           the client must fail, not hang)
 #   netns_pair.sh cm -- CM_PAIR_ARGS...    (an rdma_cm pair: the arguments of
 #                                           tests/rdmacm/cm_pair.sh)
+#   netns_pair.sh ucx -- UCX_PAIR_ARGS...  (a ucx_perftest pair: the arguments
+#                                           of tests/engines/ucx_pair.sh)
 # Exit 77 (skip) when not root or namespaces are unavailable.
 set -u
 mode=$1
@@ -17,7 +19,7 @@ shift
 here=$(cd "$(dirname "$0")" && pwd)
 lib=${SOFTRNIC_LIB_DIR:-$here/../../build/lib}
 [ "$(id -u)" = 0 ] || { echo "skip: needs root for network namespaces"; exit 77; }
-if [ "$mode" != cm ]; then
+if [ "$mode" != cm ] && [ "$mode" != ucx ]; then
 	command -v "$1" >/dev/null || { echo "skip: $1 not installed"; exit 77; }
 fi
 a=srn$$a
@@ -46,6 +48,12 @@ if [ "$mode" = cm ]; then
 	SRN_PAIR_SERVER_NS=$a SRN_PAIR_CLIENT_NS=$b \
 		SRN_PAIR_SERVER_IP=198.51.100.1 SRN_PAIR_CLIENT_IP=198.51.100.2 \
 		SOFTRNIC_LIB_DIR=$lib "$here/../rdmacm/cm_pair.sh" --timeout 100 "$@"
+	exit $?
+fi
+if [ "$mode" = ucx ]; then
+	SRN_PAIR_SERVER_NS=$a SRN_PAIR_CLIENT_NS=$b \
+		SRN_PAIR_SERVER_IP=198.51.100.1 SRN_PAIR_CLIENT_IP=198.51.100.2 \
+		SOFTRNIC_LIB_DIR=$lib "$here/../engines/ucx_pair.sh" --timeout 100 -- "$@"
 	exit $?
 fi
 if [ "$mode" = pair ]; then

@@ -101,6 +101,10 @@ int srn_resp_mr_any(struct srn_peer *p, uint32_t key, uint64_t addr,
 		    bool *pvm_p);
 int srn_resp_recv_sges(struct srn_peer *p, const struct srn_rwqe *rw,
 		       struct iovec *iov, uint64_t *cap_p, uint32_t *pvm_p);
+void srn_resp_cqe_fill(struct srn_peer *p, const struct srn_rwqe *rw,
+		       const struct srn_swqe *w, enum ibv_wc_opcode opcode,
+		       uint32_t byte_len, enum ibv_wc_status status,
+		       struct srn_cqe *cqe);
 void srn_resp_complete(struct srn_peer *p, const struct srn_rwqe *rw,
 		       const struct srn_swqe *w, enum ibv_wc_opcode opcode,
 		       uint32_t byte_len, enum ibv_wc_status status);

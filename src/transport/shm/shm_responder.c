@@ -192,9 +192,11 @@ bool srn_resp_commit_recv(struct srn_peer *p, uint64_t pos)
 	return true;
 }
 
-void srn_resp_complete(struct srn_peer *p, const struct srn_rwqe *rw,
+/* The receive CQE for rw, consumed by w; not yet posted. */
+void srn_resp_cqe_fill(struct srn_peer *p, const struct srn_rwqe *rw,
 		       const struct srn_swqe *w, enum ibv_wc_opcode opcode,
-		       uint32_t byte_len, enum ibv_wc_status status)
+		       uint32_t byte_len, enum ibv_wc_status status,
+		       struct srn_cqe *cqe)
 {
 	const struct srn_opcode_info *op = srn_opcode_get(w->opcode);
 	struct srn_cqe c = {
@@ -223,6 +225,16 @@ void srn_resp_complete(struct srn_peer *p, const struct srn_rwqe *rw,
 		c.vendor_err = status;
 	if (w->send_flags & IBV_SEND_SOLICITED)
 		c.flags |= SRN_CQE_SOLICITED;
+	*cqe = c;
+}
+
+void srn_resp_complete(struct srn_peer *p, const struct srn_rwqe *rw,
+		       const struct srn_swqe *w, enum ibv_wc_opcode opcode,
+		       uint32_t byte_len, enum ibv_wc_status status)
+{
+	struct srn_cqe c;
+
+	srn_resp_cqe_fill(p, rw, w, opcode, byte_len, status, &c);
 	srn_cq_post(&p->cqv, &c);
 }
 

@@ -124,10 +124,11 @@ int srn_shm_ud_send(struct srn_qp *qp, const struct srn_swqe *w,
 		    enum srn_stall *stall)
 {
 	struct iovec src[SRN_MAX_SGE];
-	uint8_t grh[SRN_GRH_LEN];
+	uint8_t grh[SRN_GRH_LEN], sl;
 	struct srn_rwqe_buf rb;
 	struct srn_peer *p;
 	enum ibv_wc_status ts;
+	struct srn_cqe c;
 	unsigned ns;
 
 	(void)stall;
@@ -139,17 +140,26 @@ int srn_shm_ud_send(struct srn_qp *qp, const struct srn_swqe *w,
 	p = srn_shm_ud_peer(qp, d->qpn);
 	/* acquire: pairs with the release in srn_shm_up */
 	if (p && !atomic_load_explicit(&p->up, memory_order_acquire) &&
-	    srn_shm_ctl_retry(p))
+	    srn_shm_ctl_retry(p)) {
+		srn_dbg("UD: QP 0x%06x to 0x%06x: not attached yet, lost",
+			qp->ibqpx.qp_base.qp_num, d->qpn);
 		return 0; /* not ready (or refused): lost */
+	}
 	/* acquire: pairs with the release in srn_shm_on_hup */
 	if (!p || atomic_load_explicit(&p->gone, memory_order_acquire) ||
-	    !srn_shm_ud_open_to(p, d->qkey) || !srn_shm_ud_take(p, &rb))
+	    !srn_shm_ud_open_to(p, d->qkey) || !srn_shm_ud_take(p, &rb)) {
+		srn_dbg("UD: QP 0x%06x to 0x%06x: %s, lost",
+			qp->ibqpx.qp_base.qp_num, d->qpn,
+			!p ? "no peer" : "closed or no receive WQE");
 		return 0; /* lost, as UD may */
-	srn_grh_build(grh, &srn_device_get()->gid, &d->dgid,
-		      (uint32_t)w->total_len);
+	}
+	sl = srn_grh_build(grh, &srn_device_get()->gid, &d->dgid,
+			   (uint32_t)w->total_len);
 	ts = srn_shm_ud_place(p, &rb.w, grh, src, ns, w->total_len);
-	srn_resp_complete(p, &rb.w, w, IBV_WC_RECV,
-			  (uint32_t)(SRN_GRH_LEN + w->total_len), ts);
+	srn_resp_cqe_fill(p, &rb.w, w, IBV_WC_RECV,
+			  (uint32_t)(SRN_GRH_LEN + w->total_len), ts, &c);
+	c.sl = sl; /* the network header type, as RoCE devices report it */
+	srn_cq_post(&p->cqv, &c);
 	return 0;
 }
 

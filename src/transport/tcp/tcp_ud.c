@@ -142,7 +142,8 @@ static enum ibv_wc_status srn_udp_place(struct srn_qp *qp,
 }
 
 static void srn_udp_cqe(struct srn_qp *qp, const struct srn_rwqe *rw,
-			const struct srn_udw_hdr *h, enum ibv_wc_status st)
+			const struct srn_udw_hdr *h, uint8_t sl,
+			enum ibv_wc_status st)
 {
 	struct srn_cqe q = {
 		.wr_id = rw->wr_id,
@@ -151,6 +152,7 @@ static void srn_udp_cqe(struct srn_qp *qp, const struct srn_rwqe *rw,
 		.qp_num = qp->ibqpx.qp_base.qp_num,
 		.src_qp = h->src_qpn,
 		.wc_flags = IBV_WC_GRH,
+		.sl = sl,
 	};
 
 	if (st == IBV_WC_SUCCESS) {
@@ -176,7 +178,7 @@ static void srn_udp_to_qp(struct srn_qp *qp, const struct srn_udw_hdr *h,
 	enum ibv_qp_state st = srn_qp_state(qp);
 	struct srn_rq_view *v = qp->srq ? &qp->srq->rqv : &qp->rqv;
 	union ibv_gid sgid, dgid;
-	uint8_t grh[SRN_GRH_LEN];
+	uint8_t grh[SRN_GRH_LEN], sl;
 	struct srn_rwqe_buf rb;
 	enum ibv_wc_status ws;
 	int err;
@@ -196,11 +198,11 @@ static void srn_udp_to_qp(struct srn_qp *qp, const struct srn_udw_hdr *h,
 		srn_srq_limit_consumed(v, srn_progress_kick_fd());
 	srn_udp_v4_gid(src_ip, &sgid);
 	memcpy(dgid.raw, h->dgid, 16);
-	srn_grh_build(grh, &sgid, &dgid, h->len);
+	sl = srn_grh_build(grh, &sgid, &dgid, h->len);
 	ws = err ? IBV_WC_LOC_PROT_ERR :
 		   srn_udp_place(qp, &rb.w, grh, (const uint8_t *)(h + 1),
 				 h->len);
-	srn_udp_cqe(qp, &rb.w, h, ws);
+	srn_udp_cqe(qp, &rb.w, h, sl, ws);
 }
 
 /* The unix address of QP qpn's forwarding socket; its length. */
