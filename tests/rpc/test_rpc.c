@@ -620,6 +620,7 @@ static void *stat_sleep300(void *arg)
 	CLIENT *cl = client("shm");
 	int ms = 300, res = 0;
 
+	pthread_barrier_wait(&stat_barrier);
 	CHECK(cl && calc_sleep_1(&ms, &res, cl) == RPC_SUCCESS && res == ms,
 	      "sleep 300");
 	if (cl)
@@ -635,15 +636,16 @@ static void stat_park(const struct rpc_counts *c2)
 	pthread_t t[2];
 	int i;
 
-	usleep(2600000);
-	CHECK(read_stat(&c3), "softrnic stat after 2.6 s idle");
+	usleep(3000000);
+	CHECK(read_stat(&c3), "softrnic stat after 3 s idle");
 	CHECK(!strcmp(c3.state1, "PARKED") && c3.parks > c2->parks,
-	      "worker 1 is %s after 2.6 s idle, parks %llu", c3.state1,
-	      c3.parks);
+	      "worker 1 is %s after 3 s idle, parks %llu", c3.state1, c3.parks);
+	pthread_barrier_init(&stat_barrier, NULL, 2);
 	for (i = 0; i < 2; i++)
 		pthread_create(&t[i], NULL, stat_sleep300, NULL);
 	for (i = 0; i < 2; i++)
 		pthread_join(t[i], NULL);
+	pthread_barrier_destroy(&stat_barrier);
 	CHECK(read_stat(&c4), "softrnic stat after the unpark");
 	CHECK(c4.calls1 == c3.calls1 + 1 && strcmp(c4.state1, "PARKED"),
 	      "worker 1: %llu calls (before %llu), %s", c4.calls1, c3.calls1,
