@@ -67,6 +67,10 @@ for _ in $(seq 1 "$rounds"); do
 		c call tirpc-tcp 7102 $ns $sz >>"$work/tirpc_tcp_$s"
 		c call tirpc-unix "$work/sock" $ns $sz >>"$work/tirpc_unix_$s"
 	done
+	# argument sizes around the slot (960 B inline) and above (aux area)
+	for z in 512 900 1000 4096 16384 65536 1048576; do
+		c call shm 7100 $((z > 65536 ? 100 : 3000)) $z >>"$work/size_$z"
+	done
 	# two services on the same cores: one busy alone, then both busy
 	c call shm 7100 $nf -1 >>"$work/share_alone"
 	BENCH_RPC_PROG=0x20051112 c call shm 7103 $nf -1 >"$work/b" &
@@ -132,6 +136,15 @@ row() { # name file base
 	echo "|---|---|---|---|"
 	for g in 10 100 1000; do
 		echo "| $g | $(med gap_$g 1) | $(med gap_$g 2) | $(awk '{print $1}' "$work/gapcpu_$g" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}') |"
+	done
+	echo
+	echo "softrnic shm, echo of N bytes each way (up to 960 B of message"
+	echo "inline in the slot, larger in the worker's auxiliary area):"
+	echo
+	echo "| bytes | p50 (us) | p99 (us) | MB/s each way at p50 |"
+	echo "|---|---|---|---|"
+	for z in 512 900 1000 4096 16384 65536 1048576; do
+		echo "| $z | $(med size_$z 1) | $(med size_$z 2) | $(awk -v z=$z -v p="$(med size_$z 1)" 'BEGIN {if (p > 0) printf "%.0f", z / p}') |"
 	done
 	if [ $netns = 1 ]; then
 		echo
