@@ -33,6 +33,27 @@
 
 #include "core/core.h"
 
+/*
+ * The remaps of application memory go to the kernel directly, not through
+ * libc's mmap/mremap: the application sees the same contents at the same
+ * addresses, so memory-event hooks that interpose those functions must
+ * not see a change. UCX's (ucm) would take the remap of the region it has
+ * just registered for an unmap, drop the registration from its cache and
+ * register again at the next message: a remap per message.
+ */
+static int srn_remap_fixed(void *addr, size_t len, int prot, int flags, int fd,
+			   off_t off)
+{
+	long r = syscall(SYS_mmap, addr, len, prot, flags | MAP_FIXED, fd, off);
+
+	return r == -1 ? -errno : 0;
+}
+
+static void srn_move_fixed(void *from, size_t len, void *to)
+{
+	syscall(SYS_mremap, from, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, to);
+}
+
 #define SRN_PAGE 4096ul
 #define SRN_MR_MEMFD_NAME "srn-mr"
 #define SRN_MAX_VMAS 64
@@ -207,8 +228,8 @@ static void srn_chunk_unshare(const struct srn_chunk *c)
 	if (f)
 		fclose(f);
 	for (unsigned i = 0; i < n; i++)
-		mmap((void *)v[i].start, v[i].end - v[i].start, v[i].prot,
-		     MAP_PRIVATE | MAP_FIXED, c->fd, (off_t)v[i].off);
+		srn_remap_fixed((void *)v[i].start, v[i].end - v[i].start,
+				v[i].prot, MAP_PRIVATE, c->fd, (off_t)v[i].off);
 	free(v);
 }
 
@@ -330,9 +351,9 @@ static int srn_chunk_remap(struct srn_chunk *c, const struct srn_vma *vmas,
 	if (enter)
 		enter(); /* see srn_memreg_set_quiesce */
 	err = srn_pages_write(fd, (void *)c->start, c->len);
-	if (!err && mmap((void *)c->start, c->len, c->prot,
-			 MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED)
-		err = -errno;
+	if (!err)
+		err = srn_remap_fixed((void *)c->start, c->len, c->prot,
+				      MAP_SHARED, fd, 0);
 	if (enter && leave)
 		leave();
 	if (err)
@@ -523,9 +544,7 @@ void srn_memreg_atfork_child(void)
 				srn_pages_read(c->fd, copy, c->len,
 					       c->file_off0);
 				mprotect(copy, c->len, c->prot);
-				mremap(copy, c->len, c->len,
-				       MREMAP_MAYMOVE | MREMAP_FIXED,
-				       (void *)c->start);
+				srn_move_fixed(copy, c->len, (void *)c->start);
 			}
 		}
 		srn_list_del(&c->link);

@@ -120,8 +120,8 @@ static int srn_cm_dial(struct srn_cm_id *cid)
 		((struct sockaddr_in *)sa)->sin_port =
 			htobe16(srn_cm_service_port());
 	}
-	fd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
-		    0);
+	fd = srn_socket(sa->sa_family,
+			SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));

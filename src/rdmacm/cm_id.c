@@ -188,7 +188,7 @@ static int srn_cm_addr_local(const struct sockaddr *sa)
 		return len;
 	memcpy(&ss, sa, len);
 	*srn_cm_port_of((struct sockaddr *)&ss) = 0;
-	fd = socket(sa->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	fd = srn_socket(sa->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
 	if (bind(fd, (struct sockaddr *)&ss, len))
@@ -286,7 +286,7 @@ static int srn_cm_route_src(const struct sockaddr *dst,
 	memcpy(&ss, dst, len);
 	*srn_cm_port_of((struct sockaddr *)&ss) =
 		htobe16(srn_cm_service_port());
-	fd = socket(dst->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	fd = srn_socket(dst->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
 	if (connect(fd, (struct sockaddr *)&ss, len) ||

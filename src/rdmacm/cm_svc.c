@@ -113,7 +113,8 @@ static int srn_cm_listen_open(void)
 	int fd, one = 1, zero = 0, ret;
 
 	sa6.sin6_port = sa.sin_port = port;
-	fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	fd = srn_socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
+			0);
 	if (fd >= 0) {
 		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
 		setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
@@ -122,7 +123,7 @@ static int srn_cm_listen_open(void)
 		close(fd);
 	}
 	/* no IPv6 on this host */
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	fd = srn_socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "util/util.h"
@@ -57,4 +58,10 @@ void srn_kick_fd(int fd)
 
 	if (fd >= 0 && write(fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
 		srn_dbg("kick: %m");
+}
+
+/* util.h: the kernel's socket(2), past any interposed socket() */
+int srn_socket(int domain, int type, int protocol)
+{
+	return (int)syscall(SYS_socket, domain, type, protocol);
 }

@@ -15,6 +15,14 @@
 #include "util/srn_list.h"
 #include "util/srn_lock.h"
 
+/*
+ * socket(2) straight to the kernel: an LD_PRELOAD'ed socket library
+ * (rdma-core's librspreload.so, which turns an application's socket()
+ * into rsocket() of softrnic's librdmacm) must not catch the sockets
+ * softrnic makes for itself underneath (the CM's, the transports').
+ */
+int srn_socket(int domain, int type, int protocol);
+
 /* ---- log.c ---- */
 enum srn_log_level {
 	SRN_LOG_ERR,

@@ -9,7 +9,13 @@
 #include "engine/transport.h"
 #include "proto/srn_ctl_proto.h"
 
-#define SRN_RMR_CACHE 32
+/* Target MRs mapped per connection: a hash table (open addressing) that
+ * doubles from SRN_RMR_CACHE_MIN up to SRN_RMR_CACHE_MAX slots, then starts
+ * over empty (shm_mr.c). Programs keep many buffers in flight (MPI's
+ * rendezvous: one MR per message buffer); a small cache would map and
+ * unmap one per operation. */
+#define SRN_RMR_CACHE_MIN 32u
+#define SRN_RMR_CACHE_MAX 4096u
 #define SRN_INV_PENDING 16 /* srn_resp_inv_record */
 
 /* A target MR mapped into this process. */
@@ -60,8 +66,8 @@ struct srn_peer {
 	int refused; /* the target's last refusal, logged once */
 	uint64_t next_try_ns, backoff_ns;
 	uint32_t mr_asked; /* key of the MR_REQ in flight (shm_mr.c), or 0 */
-	unsigned rmr_next;
-	struct srn_rmr rmr[SRN_RMR_CACHE];
+	struct srn_rmr *rmr; /* rmr_cap slots (a power of two), or NULL */
+	unsigned rmr_cap, rmr_used;
 	uint32_t inv_key[SRN_INV_PENDING]; /* keys we invalidated */
 	unsigned inv_next;
 	struct srn_xsrq *xsrq; /* XRC INI: SRN_XSRQ_CACHE slots, or NULL */
@@ -116,6 +122,8 @@ bool srn_resp_commit_recv(struct srn_peer *p, uint64_t pos);
 /* shm_mr.c */
 int srn_shm_mr_fetch(struct srn_peer *p, uint32_t key, struct srn_rmr **rmr_p);
 void srn_peer_unmap_all(struct srn_peer *p);
+/* The cached mapping of target MR key, or NULL (shm_mr.c) */
+struct srn_rmr *srn_rmr_lookup(struct srn_peer *p, uint32_t key);
 
 /* shm_xrc.c */
 int srn_shm_xrc_select(struct srn_peer *p, const struct srn_swqe *w,

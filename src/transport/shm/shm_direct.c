@@ -24,7 +24,7 @@
 static struct srn_rmr *srn_rmr_holding(struct srn_peer *p, const uint8_t *ptr,
 				       uint64_t len)
 {
-	for (unsigned i = 0; i < SRN_RMR_CACHE; i++) {
+	for (unsigned i = 0; i < p->rmr_cap; i++) {
 		struct srn_rmr *m = &p->rmr[i];
 		const uint8_t *map = m->map;
 

@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <poll.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -23,8 +24,88 @@ static void srn_rmr_unmap(struct srn_rmr *m)
 
 void srn_peer_unmap_all(struct srn_peer *p)
 {
-	for (unsigned i = 0; i < SRN_RMR_CACHE; i++)
+	for (unsigned i = 0; i < p->rmr_cap; i++)
 		srn_rmr_unmap(&p->rmr[i]);
+	free(p->rmr);
+	p->rmr = NULL;
+	p->rmr_cap = p->rmr_used = 0;
+}
+
+static unsigned srn_rmr_hash(uint32_t key, unsigned cap)
+{
+	return (key * 2654435761u) & (cap - 1);
+}
+
+struct srn_rmr *srn_rmr_lookup(struct srn_peer *p, uint32_t key)
+{
+	unsigned mask = p->rmr_cap - 1;
+
+	if (!p->rmr_cap || !key)
+		return NULL;
+	for (unsigned i = srn_rmr_hash(key, p->rmr_cap);; i = (i + 1) & mask) {
+		struct srn_rmr *m = &p->rmr[i];
+
+		if (m->key == key)
+			return m;
+		if (!m->key)
+			return NULL; /* the table is never full: see below */
+	}
+}
+
+/* Moves the mappings into a table of cap slots (a power of two). */
+static int srn_rmr_rehash(struct srn_peer *p, unsigned cap)
+{
+	struct srn_rmr *old = p->rmr, *t = calloc(cap, sizeof(*t));
+	unsigned ocap = p->rmr_cap;
+
+	if (!t)
+		return -ENOMEM;
+	for (unsigned j = 0; j < ocap; j++) {
+		unsigned i = srn_rmr_hash(old[j].key, cap);
+
+		if (!old[j].key)
+			continue;
+		while (t[i].key)
+			i = (i + 1) & (cap - 1);
+		t[i] = old[j];
+	}
+	free(old);
+	p->rmr = t;
+	p->rmr_cap = cap;
+	return 0;
+}
+
+/*
+ * The slot for key: its old one (unmapped: the target answered anew), or
+ * a free one. The table stays at most 3/4 full: it doubles, and at
+ * SRN_RMR_CACHE_MAX every mapping goes and it starts over.
+ */
+static struct srn_rmr *srn_rmr_slot(struct srn_peer *p, uint32_t key)
+{
+	struct srn_rmr *m = srn_rmr_lookup(p, key);
+	unsigned i;
+
+	if (m) {
+		srn_rmr_unmap(m); /* keeps the probe chain: key is set again */
+		m->key = key;
+		return m;
+	}
+	if ((p->rmr_used + 1) * 4 > p->rmr_cap * 3) {
+		unsigned cap = p->rmr_cap ? p->rmr_cap * 2 : SRN_RMR_CACHE_MIN;
+
+		if (cap > SRN_RMR_CACHE_MAX) {
+			srn_peer_unmap_all(p);
+			cap = SRN_RMR_CACHE_MIN;
+		}
+		if (srn_rmr_rehash(p, cap))
+			return NULL;
+	}
+	i = srn_rmr_hash(key, p->rmr_cap);
+	while (p->rmr[i].key)
+		i = (i + 1) & (p->rmr_cap - 1);
+	p->rmr_used++;
+	p->rmr[i].key = key;
+	return &p->rmr[i];
 }
 
 static int srn_rep_check(const struct srn_ctl_mr_rep *r, ssize_t len,
@@ -149,9 +230,10 @@ static int srn_mr_take(struct srn_peer *p, bool may_wait,
 	if (n < 0)
 		return (int)n;
 	err = srn_rep_check(&rep, n, p->mr_asked, nfds);
+	m = srn_rmr_slot(p, p->mr_asked);
 	p->mr_asked = 0;
-	m = &p->rmr[p->rmr_next++ % SRN_RMR_CACHE];
-	srn_rmr_unmap(m);
+	if (!m && !err)
+		err = -ENOMEM;
 	if (!err)
 		err = srn_rmr_map(m, &rep, fds);
 	for (unsigned i = 0; i < nfds; i++)

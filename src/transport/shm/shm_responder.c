@@ -18,14 +18,12 @@
 static struct srn_rmr *srn_rmr_find(struct srn_peer *p,
 				    const struct srn_key_ref *ref)
 {
-	for (unsigned i = 0; i < SRN_RMR_CACHE; i++) {
-		struct srn_rmr *m = &p->rmr[i];
+	struct srn_rmr *m = srn_rmr_lookup(p, ref->map_key);
 
-		if (m->key == ref->map_key && m->iova == ref->map_iova &&
-		    m->length == ref->map_length &&
-		    m->access == ref->map_access)
-			return m;
-	}
+	/* the same key with other attributes: re-registered, fetch anew */
+	if (m && m->iova == ref->map_iova && m->length == ref->map_length &&
+	    m->access == ref->map_access)
+		return m;
 	return NULL;
 }
 

@@ -644,7 +644,7 @@ static void srn_tcp_listen_start(void)
 	if (!srn_transport_allowed("tcp"))
 		return;
 	inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof(ip));
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	fd = srn_socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));

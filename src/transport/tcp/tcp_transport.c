@@ -549,7 +549,7 @@ static int srn_tcp_dial(const union ibv_gid *dgid, uint32_t dqpn,
 	int fd, err;
 
 	memcpy(&sa.sin_addr.s_addr, dgid->raw + 12, 4);
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	fd = srn_socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
 	/* a peer host that vanishes: the connection breaks (then ERR) */

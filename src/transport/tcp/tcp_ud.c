@@ -312,7 +312,8 @@ static int srn_udp_sock_open(void)
 				  .sin_addr.s_addr = htonl(INADDR_ANY) };
 	struct in_addr ifa = { .s_addr = srn_device_get()->ipv4 };
 	int one = 1, zero = 0, rcvbuf = SRN_UDP_RCVBUF;
-	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	int fd = srn_socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
+			    0);
 
 	if (fd < 0)
 		return -errno;
