@@ -27,6 +27,7 @@
 
 #include "devnode.h"
 #include "proto/srn_ctl_proto.h"
+#include "stat_rpc.h"
 
 static const char *const srn_cmd_names[] = { "exec", "devinfo", "stat", NULL };
 
@@ -94,7 +95,7 @@ static void usage(FILE *f)
 		"and librdmacm.so.1 first on the library path\n"
 		"  devinfo                show softrnic0 (device, port, GID)\n"
 		"  stat                   list the QPs on this host and the "
-		"path each uses\n"
+		"path each uses, and the RPC services and their counters\n"
 		"  --help                 this text; COMMAND --help for one "
 		"command\n"
 		"  --version              print softrnic's version\n"
@@ -301,7 +302,10 @@ static int cmd_stat(int argc, char **argv)
 	if (argc > 1 && !strcmp(argv[1], "--help")) {
 		printf("usage: softrnic stat\nLists every softrnic QP of this "
 		       "host (network namespace): owner pid, state, and the "
-		       "path to its peer (shm or tcp).\n");
+		       "path to its peer (shm or tcp); then every softrnic "
+		       "RPC service: workers started/max, callers queued, "
+		       "calls, queued, dropped, grow requests, and per worker "
+		       "its state and counters.\n");
 		return 0;
 	}
 	if (!f) {
@@ -319,6 +323,7 @@ static int cmd_stat(int argc, char **argv)
 	}
 	fclose(f);
 	printf("%u QP%s\n", n, n == 1 ? "" : "s");
+	stat_rpc();
 	return 0;
 }
 

@@ -24,7 +24,7 @@
 #include <stdint.h>
 
 #define SRN_RPC_MAGIC 0x43505253u /* "SRPC" little endian */
-#define SRN_RPC_VERSION 1
+#define SRN_RPC_VERSION 2
 
 /* Two 64-byte lines: the adjacent-line prefetcher moves them in pairs. */
 #define SRN_RPC_LINE 128
@@ -34,15 +34,32 @@
 /* Per worker and direction: 16 MiB of message plus the RPC headers. */
 #define SRN_RPC_AUX_SIZE ((16u << 20) + 4096u)
 #define SRN_RPC_MAX_WORKERS 64
+/* Callers that may wait for a free worker (the per-service queue). */
+#define SRN_RPC_QUEUE_LEN 8
+/* A handler shorter than this (about a futex wake-up here) is "short":
+ * a caller may queue its call behind it rather than wake a sleeper. */
+#define SRN_RPC_SHORT_NS 30000u
 
-/* A worker's scheduling state (srn_rpc_wctl.state). */
+/* A worker's scheduling state (in srn_rpc_wctl.sched). */
 enum srn_rpc_wstate {
 	SRN_RPC_OFF = 0, /* no thread behind this control block */
 	SRN_RPC_PARKED = 1, /* asleep for long; claimed last */
 	SRN_RPC_SLEEPING = 2, /* in futex_wait on its receive slot */
 	SRN_RPC_SPINNING = 3, /* polling its receive slot */
 	SRN_RPC_RUNNING = 4, /* claimed by a caller, or serving a call */
+	SRN_RPC_QUEUED = 5, /* RUNNING, and call n + 1 is queued behind */
+	SRN_RPC_NSTATES
 };
+
+/*
+ * srn_rpc_wctl.sched: the state and the call number n in one 64-bit word,
+ * changed by CAS only, so that a claim reads the number it claims in the
+ * same atomic step. n is the call a free worker waits for, or the call a
+ * RUNNING worker serves (a caller queued behind it uses n + 1).
+ */
+#define SRN_RPC_SCHED(state, n) ((uint64_t)(state) | ((uint64_t)(n) << 32))
+#define SRN_RPC_SCHED_STATE(v) ((uint32_t)((v)&0xffffffffu))
+#define SRN_RPC_SCHED_N(v) ((uint32_t)((v) >> 32))
 
 /* srn_rpc_slot.flags */
 #define SRN_RPC_SLOT_AUX 1u /* the message is in the auxiliary area */
@@ -57,7 +74,9 @@ struct srn_rpc_slot {
 	uint32_t seq;
 	uint32_t len; /* bytes of the message */
 	uint32_t flags; /* SRN_RPC_SLOT_* */
-	uint32_t waiting; /* transmit slots: the caller sleeps on seq */
+	uint32_t waiting; /* transmit: callers asleep on seq (a count);
+			   * receive: the worker waits in futex for a call
+			   * queued behind (srn_rpc_worker_await_behind) */
 	uint32_t aux_gen; /* transmit: aux generation the reply was written in */
 	uint32_t ack; /* transmit: the caller is done with reply number ack */
 	uint8_t rsvd[SRN_RPC_SLOT_CTL - 24];
@@ -67,27 +86,30 @@ static_assert(sizeof(struct srn_rpc_slot) == SRN_RPC_SLOT_SIZE, "slot size");
 static_assert(offsetof(struct srn_rpc_slot, data) == SRN_RPC_SLOT_CTL,
 	      "slot control");
 
-/* Per-worker counters (written by the worker only). */
+/* Per-worker counters (written by the worker only; `softrnic stat`). */
 struct srn_rpc_wstat {
 	uint64_t calls;
 	uint64_t spins; /* calls found while spinning */
-	uint64_t sleeps; /* futex waits */
-	uint64_t wakeups; /* calls that had to wake the worker */
+	uint64_t sleeps; /* times it went to sleep (futex) */
+	uint64_t wakeups; /* calls that had to wake it */
 	uint64_t timeouts; /* futex waits that timed out */
+	uint64_t behind; /* calls queued behind a running call */
+	uint64_t parks; /* times it went PARKED */
 };
 
 /*
- * A worker's control line pair: its state (claimed by CAS), the number of
- * its next call, the auxiliary-area generation (a seqlock: odd while the
- * worker writes a reply there) and counters.
+ * A worker's control line pair: its state and call number (sched, claimed
+ * by CAS), the auxiliary-area generation (a seqlock: odd while the worker
+ * writes a reply there), its handler time and counters.
  */
 struct srn_rpc_wctl {
-	uint32_t state; /* enum srn_rpc_wstate */
-	uint32_t next; /* the call number the next caller uses */
+	uint64_t sched; /* SRN_RPC_SCHED(enum srn_rpc_wstate, n) */
 	uint32_t aux_gen;
-	uint32_t owner; /* pid of the claimer (a hint: dead claimers) */
+	uint32_t owner; /* pid of the claimer of call n (a hint) */
+	uint32_t owner_behind; /* pid of the caller of call n + 1 (a hint) */
+	uint32_t svc_ns; /* handler time, moving average (ns) */
 	struct srn_rpc_wstat stat;
-	uint8_t rsvd[SRN_RPC_LINE - 16 - sizeof(struct srn_rpc_wstat)];
+	uint8_t rsvd[SRN_RPC_LINE - 24 - sizeof(struct srn_rpc_wstat)];
 };
 static_assert(sizeof(struct srn_rpc_wctl) == SRN_RPC_LINE, "wctl size");
 
@@ -103,11 +125,22 @@ static_assert(offsetof(struct srn_rpc_worker, rx) % SRN_RPC_LINE == 0,
 static_assert(offsetof(struct srn_rpc_worker, tx) % SRN_RPC_LINE == 0,
 	      "tx alignment");
 
+/* Per-service counters (any caller or the server writes them). */
+struct srn_rpc_qstat {
+	uint64_t queued; /* calls that waited in the queue */
+	uint64_t dropped; /* calls refused: the queue was full */
+	uint64_t grows; /* requests for one more worker */
+	uint32_t started; /* worker threads started (the server) */
+	uint32_t rsvd;
+};
+
 /*
  * Segment header: line pair 0 is written once by the server at creation;
- * line pair 1 is where callers that find no free worker wait (idle_seq is
- * their futex word, bumped by a worker that becomes free while waiters is
- * nonzero).
+ * line pair 1 is the per-service queue: a caller that finds no worker to
+ * take its call puts its pid in a free queue entry (none free: the call is
+ * dropped) and waits on idle_seq, bumped by a worker that becomes free
+ * while an entry is taken; an entry of a dead process is reclaimed. Line
+ * pair 2 holds the service's counters.
  */
 struct srn_rpc_seg_hdr {
 	uint32_t magic;
@@ -123,13 +156,18 @@ struct srn_rpc_seg_hdr {
 			    * aux_off + (2 * i + d) * aux_size */
 	uint8_t rsvd1[SRN_RPC_LINE - 56];
 	uint32_t idle_seq;
-	uint32_t waiters;
-	uint8_t rsvd2[SRN_RPC_LINE - 8];
+	uint32_t rsvd2;
+	uint32_t queue[SRN_RPC_QUEUE_LEN]; /* pids of waiting callers; 0: free */
+	uint8_t rsvd3[SRN_RPC_LINE - 8 - 4 * SRN_RPC_QUEUE_LEN];
+	struct srn_rpc_qstat qstat;
+	uint8_t rsvd4[SRN_RPC_LINE - sizeof(struct srn_rpc_qstat)];
 };
-static_assert(sizeof(struct srn_rpc_seg_hdr) == 2 * SRN_RPC_LINE,
+static_assert(sizeof(struct srn_rpc_seg_hdr) == 3 * SRN_RPC_LINE,
 	      "header size");
 static_assert(offsetof(struct srn_rpc_seg_hdr, idle_seq) == SRN_RPC_LINE,
 	      "idle line");
+static_assert(offsetof(struct srn_rpc_seg_hdr, qstat) == 2 * SRN_RPC_LINE,
+	      "counter line");
 
 /* The abstract unix socket of a program/version (no leading NUL here). */
 #define SRN_RPC_SOCK_FMT "softrnic-rpc.%lu.%lu"

@@ -39,15 +39,20 @@ static struct srn_rpc_clnt *srn_rpc_ct(CLIENT *cl)
 	return container_of(cl, struct srn_rpc_clnt, cl);
 }
 
-/* Encodes the call where it fits: the slot, else the aux area. */
-static bool srn_rpc_clnt_encode(struct srn_rpc_clnt *ct, unsigned i, uint32_t n,
-				rpcproc_t proc, xdrproc_t xargs, void *argsp,
-				uint32_t *len_p, uint32_t *fl_p)
+/* What a call's message is made of (srn_rpc_clnt_xdr_call). */
+struct srn_rpc_call_args {
+	struct srn_rpc_clnt *ct;
+	rpcproc_t proc;
+	xdrproc_t xargs;
+	void *argsp;
+};
+
+/* The whole call message: header, credential, verifier, arguments. */
+static bool_t srn_rpc_clnt_xdr_call(XDR *x, void *p)
 {
-	struct srn_rpc_worker *w = srn_rpc_seg_worker(&ct->seg, i);
+	struct srn_rpc_call_args *a = p;
+	struct srn_rpc_clnt *ct = a->ct;
 	struct rpc_msg m;
-	XDR x;
-	int pass;
 
 	memset(&m, 0, sizeof(m));
 	m.rm_xid = ct->xid;
@@ -55,6 +60,19 @@ static bool srn_rpc_clnt_encode(struct srn_rpc_clnt *ct, unsigned i, uint32_t n,
 	m.rm_call.cb_rpcvers = RPC_MSG_VERSION;
 	m.rm_call.cb_prog = ct->prog;
 	m.rm_call.cb_vers = ct->vers;
+	return xdr_callhdr(x, &m) && xdr_u_int32_t(x, &a->proc) &&
+	       AUTH_MARSHALL(ct->cl.cl_auth, x) && a->xargs(x, a->argsp);
+}
+
+/* Encodes the call where it fits: the slot, else the aux area. */
+static bool srn_rpc_clnt_encode(struct srn_rpc_call_args *a, unsigned i,
+				uint32_t n, uint32_t *len_p, uint32_t *fl_p)
+{
+	struct srn_rpc_clnt *ct = a->ct;
+	struct srn_rpc_worker *w = srn_rpc_seg_worker(&ct->seg, i);
+	XDR x;
+	int pass;
+
 	for (pass = 0; pass < 2; pass++) {
 		if (pass == 0)
 			xdrmem_create(&x, (char *)w->rx[n & 1].data,
@@ -63,8 +81,7 @@ static bool srn_rpc_clnt_encode(struct srn_rpc_clnt *ct, unsigned i, uint32_t n,
 			xdrmem_create(&x,
 				      (char *)srn_rpc_seg_aux(&ct->seg, i, 0),
 				      SRN_RPC_AUX_SIZE, XDR_ENCODE);
-		if (xdr_callhdr(&x, &m) && xdr_u_int32_t(&x, &proc) &&
-		    AUTH_MARSHALL(ct->cl.cl_auth, &x) && xargs(&x, argsp)) {
+		if (srn_rpc_clnt_xdr_call(&x, a)) {
 			*len_p = xdr_getpos(&x);
 			*fl_p = pass ? SRN_RPC_SLOT_AUX : 0;
 			return true;
@@ -132,19 +149,28 @@ static enum clnt_stat srn_rpc_clnt_call_locked(struct srn_rpc_clnt *ct,
 					       void *argsp, xdrproc_t xres,
 					       void *resp, long ms)
 {
+	struct srn_rpc_call_args a = { ct, proc, xargs, argsp };
 	struct srn_rpc_worker *w;
 	uint32_t old, n, len, flags;
+	unsigned fl = 0;
 	enum clnt_stat st;
 	int i, rc;
 
-	i = srn_rpc_claim(&ct->seg, ct->sock, ms, &old);
+	ct->xid++;
+	/* only a call that fits a slot may queue behind a running one (the
+	 * auxiliary area is the running call's) */
+	if (xdr_sizeof((xdrproc_t)(void (*)(void))srn_rpc_clnt_xdr_call, &a) <=
+	    SRN_RPC_SLOT_INLINE)
+		fl = SRN_RPC_CLAIM_BEHIND;
+	i = srn_rpc_claim(&ct->seg, ct->sock, ms, fl, &old, &n);
+	if (i == -EAGAIN) {
+		ct->err.re_errno = EAGAIN; /* the server's queue is full */
+		return RPC_SYSTEMERROR;
+	}
 	if (i < 0)
 		return i == -ETIMEDOUT ? RPC_TIMEDOUT : RPC_CANTSEND;
 	w = srn_rpc_seg_worker(&ct->seg, (unsigned)i);
-	n = w->ctl.next; /* after the claim's acquire */
-	ct->xid++;
-	if (!srn_rpc_clnt_encode(ct, (unsigned)i, n, proc, xargs, argsp, &len,
-				 &flags)) {
+	if (!srn_rpc_clnt_encode(&a, (unsigned)i, n, &len, &flags)) {
 		srn_rpc_publish(w, n, 0, 0, old);
 		return RPC_CANTENCODEARGS;
 	}

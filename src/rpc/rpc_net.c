@@ -69,19 +69,35 @@ int srn_rpc_net_open(struct srn_rpc_server *srv)
 static void srn_rpc_grow(struct srn_rpc_server *srv)
 {
 	if (srv->nstarted < srv->max_workers &&
-	    srn_rpc_worker_start(srv, srv->nstarted) == 0)
+	    srn_rpc_worker_start(srv, srv->nstarted) == 0) {
 		srv->nstarted++;
+		/* relaxed: a counter for `softrnic stat` */
+		__atomic_store_n(&srv->seg.hdr->qstat.started, srv->nstarted,
+				 __ATOMIC_RELAXED);
+	}
 }
 
+/*
+ * Claims a worker for a network call of len bytes. The receiver is one
+ * caller of the queue; the calls behind it wait in the socket buffers, so
+ * it asks for one more worker as soon as it finds none. A UDP call that
+ * finds the queue full is dropped (its client retransmits); a TCP record
+ * waits (the stream pushes back).
+ */
 static struct srn_rpc_worker *srn_rpc_net_claim(struct srn_rpc_server *srv,
-						unsigned *i_p, uint32_t *old_p)
+						size_t len, int kind,
+						unsigned *i_p, uint32_t *old_p,
+						uint32_t *n_p)
 {
-	int i = srn_rpc_claim(&srv->seg, -1, 0, old_p);
+	unsigned fl = len <= SRN_RPC_SLOT_INLINE ? SRN_RPC_CLAIM_BEHIND : 0;
+	int i = srn_rpc_claim(&srv->seg, -1, 0, fl, old_p, n_p);
 
+	if (kind != SRN_RPC_FROM_UDP)
+		fl |= SRN_RPC_CLAIM_NODROP;
 	if (i < 0)
 		srn_rpc_grow(srv);
-	while (i < 0 && !srn_rpc_stopping(srv))
-		i = srn_rpc_claim(&srv->seg, -1, 100, old_p);
+	while (i < 0 && i != -EAGAIN && !srn_rpc_stopping(srv))
+		i = srn_rpc_claim(&srv->seg, -1, 100, fl, old_p, n_p);
 	if (i < 0)
 		return NULL;
 	*i_p = (unsigned)i;
@@ -112,7 +128,7 @@ int srn_rpc_hand_off(struct srn_rpc_server *srv, const uint8_t *msg, size_t len,
 		     socklen_t peer_len, struct srn_rpc_conn *conn)
 {
 	struct srn_rpc_worker *w;
-	struct srn_rpc_wlocal *wl;
+	struct srn_rpc_origin *o;
 	uint32_t old, n, flags = SRN_RPC_SLOT_NET;
 	unsigned i;
 
@@ -120,28 +136,25 @@ int srn_rpc_hand_off(struct srn_rpc_server *srv, const uint8_t *msg, size_t len,
 		return -EMSGSIZE;
 	if (!srn_rpc_net_is_call(msg, len))
 		return -EPROTO;
-	w = srn_rpc_net_claim(srv, &i, &old);
+	w = srn_rpc_net_claim(srv, len, kind, &i, &old, &n);
 	if (!w)
-		return -EINTR;
-	wl = &srv->wl[i];
-	n = w->ctl.next;
+		return -EAGAIN;
 	if (len <= SRN_RPC_SLOT_INLINE) {
 		memcpy(w->rx[n & 1].data, msg, len);
 	} else {
-		memcpy(wl->aux_in, msg, len);
+		memcpy(srv->wl[i].aux_in, msg, len);
 		flags |= SRN_RPC_SLOT_AUX;
 	}
-	wl->net_n = n;
-	wl->net_kind = kind;
+	o = &srv->wl[i].org[n & 1];
+	o->n = n;
+	o->kind = kind;
 	if (peer)
-		memcpy(&wl->peer, peer, peer_len);
-	wl->peer_len = peer_len;
-	wl->xprt.xp_rtaddr.len = peer_len;
-	wl->xprt.xp_addrlen = (int)peer_len;
+		memcpy(&o->peer, peer, peer_len);
+	o->peer_len = peer_len;
 	if (conn)
 		/* relaxed: a reference count increment needs no order */
 		__atomic_fetch_add(&conn->refs, 1, __ATOMIC_RELAXED);
-	wl->conn = conn;
+	o->conn = conn;
 	srn_rpc_publish(w, n, (uint32_t)len, flags, old);
 	return 0;
 }

@@ -31,7 +31,7 @@ static int srn_rpc_server_init_workers(struct srn_rpc_server *srv)
 		wl->srv = srv;
 		wl->idx = i;
 		wl->w = srn_rpc_seg_worker(&srv->seg, i);
-		wl->w->ctl.next = 1;
+		wl->w->ctl.sched = SRN_RPC_SCHED(SRN_RPC_OFF, 1);
 		wl->aux_in = srn_rpc_seg_aux(&srv->seg, i, 0);
 		wl->aux_out = srn_rpc_seg_aux(&srv->seg, i, 1);
 		srn_rpc_xprt_init(wl);
@@ -156,6 +156,9 @@ static int srn_rpc_server_start(struct srn_rpc_server *srv)
 			return -rc;
 		srv->nstarted = i + 1;
 	}
+	/* relaxed: a counter for `softrnic stat` */
+	__atomic_store_n(&srv->seg.hdr->qstat.started, srv->nstarted,
+			 __ATOMIC_RELAXED);
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	rc = pthread_create(&srv->rx_tid, NULL, srn_rpc_net_main, srv);

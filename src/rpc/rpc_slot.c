@@ -3,19 +3,24 @@
  * softrnic RPC — the slot hand-off (docs/rpc.md; model: tests/rpc/slot.pml).
  *
  * A caller (a same-host client's own thread, or the server's receiver for
- * network calls) is the NIC: it claims a waiting worker by CAS on the
- * worker's state, writes call number n into receive slot n & 1 and
- * publishes it with one release store of the slot's seq; it wakes the
- * worker only if the CAS saw it SLEEPING or PARKED. The worker answers
- * in transmit slot n & 1 the same way. The claim is the hand-shake that
- * closes the spin->sleep race: a worker goes to sleep only by its own CAS
- * SPINNING -> SLEEPING, so a caller either sees SLEEPING (and wakes it)
- * or has made it RUNNING first (and the worker keeps polling).
+ * network calls) is the NIC: it claims a worker by CAS on the worker's
+ * state and call number (one word), writes call number n into receive
+ * slot n & 1 and publishes it with one release store of the slot's seq;
+ * it wakes the worker only if the CAS did not see it SPINNING. The worker
+ * answers in transmit slot n & 1 the same way. The claim is the
+ * hand-shake that closes the spin->sleep race: a worker goes to sleep only
+ * by its own CAS SPINNING -> SLEEPING, so a caller either sees SLEEPING
+ * (and wakes it) or has made it RUNNING first (and the worker keeps
+ * polling). A caller may also queue behind a RUNNING worker (its other
+ * receive slot); callers that find no worker wait in a bounded queue.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
+#include <pthread.h>
 #include <linux/futex.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -34,6 +39,36 @@ int64_t srn_rpc_now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static uint32_t srn_rpc_pid;
+static pthread_once_t srn_rpc_pid_once = PTHREAD_ONCE_INIT;
+
+static void srn_rpc_pid_forget(void)
+{
+	srn_rpc_pid = 0;
+}
+
+static void srn_rpc_pid_init(void)
+{
+	pthread_atfork(NULL, NULL, srn_rpc_pid_forget);
+}
+
+/* getpid(2), without its system call on every call (forget it in a
+ * fork's child). */
+static uint32_t srn_rpc_self(void)
+{
+	uint32_t pid;
+
+	pthread_once(&srn_rpc_pid_once, srn_rpc_pid_init);
+	/* relaxed: every thread of the process stores the same value */
+	pid = __atomic_load_n(&srn_rpc_pid, __ATOMIC_RELAXED);
+	if (!pid) {
+		pid = (uint32_t)getpid();
+		/* relaxed: as above */
+		__atomic_store_n(&srn_rpc_pid, pid, __ATOMIC_RELAXED);
+	}
+	return pid;
 }
 
 uint32_t srn_rpc_load_acquire(const uint32_t *word)
@@ -155,46 +190,77 @@ uint8_t *srn_rpc_seg_aux(const struct srn_rpc_seg *seg, unsigned i, int dir)
 	       (2 * (size_t)i + (size_t)dir) * SRN_RPC_AUX_SIZE;
 }
 
-/* One pass: the first worker in state want that we take by CAS. */
-static int srn_rpc_claim_pass(const struct srn_rpc_seg *seg, uint32_t want)
+/* The worker's sched word, as a claimer sees it (a hint; CAS decides). */
+static uint64_t srn_rpc_sched_peek(const struct srn_rpc_worker *w)
 {
-	unsigned i;
-
-	for (i = 0; i < seg->nworkers; i++) {
-		uint32_t *st = &srn_rpc_seg_worker(seg, i)->ctl.state;
-		uint32_t cur = want;
-
-		/* relaxed: a hint; the CAS below decides */
-		if (__atomic_load_n(st, __ATOMIC_RELAXED) != want)
-			continue;
-		/* acq_rel: pairs with the release in srn_rpc_worker_free
-		 * (we read ctl.next after it) and with the CAS in
-		 * srn_rpc_worker_sleep; acquire on failure, same pairing */
-		if (!__atomic_compare_exchange_n(st, &cur, SRN_RPC_RUNNING,
-						 false, __ATOMIC_ACQ_REL,
-						 __ATOMIC_ACQUIRE))
-			continue;
-		/* relaxed: a hint for srn_rpc_worker_await_claimed, which
-		 * only asks whether this process still lives */
-		__atomic_store_n(&srn_rpc_seg_worker(seg, i)->ctl.owner,
-				 (uint32_t)getpid(), __ATOMIC_RELAXED);
-		return (int)i;
-	}
-	return -1;
+	/* relaxed: a hint; the CAS in srn_rpc_claim_one decides */
+	return __atomic_load_n(&w->ctl.sched, __ATOMIC_RELAXED);
 }
 
-static int srn_rpc_claim_any(const struct srn_rpc_seg *seg, uint32_t *old_p)
+/*
+ * Takes worker w if it is in state want: a free worker (SPINNING, SLEEPING,
+ * PARKED) becomes RUNNING(n) and the caller makes call n; a RUNNING(n)
+ * one becomes QUEUED(n) and the caller makes call n + 1 in its other slot.
+ */
+static bool srn_rpc_claim_one(struct srn_rpc_worker *w, uint32_t want,
+			      uint32_t *n_p)
 {
-	static const uint32_t order[] = { SRN_RPC_SPINNING, SRN_RPC_SLEEPING,
-					  SRN_RPC_PARKED };
-	unsigned k;
-	int i;
+	uint64_t cur = srn_rpc_sched_peek(w);
+	uint32_t n = SRN_RPC_SCHED_N(cur);
+	bool behind = want == SRN_RPC_RUNNING;
 
-	for (k = 0; k < 3; k++) {
-		i = srn_rpc_claim_pass(seg, order[k]);
-		if (i >= 0) {
-			*old_p = order[k];
-			return i;
+	if (SRN_RPC_SCHED_STATE(cur) != want)
+		return false;
+	/* acq_rel: pairs with the release in srn_rpc_worker_free and
+	 * srn_rpc_worker_ready (the slot n & 1 is free after it) and with
+	 * the CAS in srn_rpc_worker_sleep; acquire on failure, same pairing */
+	if (!__atomic_compare_exchange_n(
+		    &w->ctl.sched, &cur,
+		    SRN_RPC_SCHED(behind ? SRN_RPC_QUEUED : SRN_RPC_RUNNING, n),
+		    false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return false;
+	/* relaxed: a hint for srn_rpc_claimer_dead, which only asks whether
+	 * this process still lives */
+	__atomic_store_n(behind ? &w->ctl.owner_behind : &w->ctl.owner,
+			 srn_rpc_self(), __ATOMIC_RELAXED);
+	*n_p = behind ? n + 1 : n;
+	return true;
+}
+
+/* Is worker w serving calls that are short enough to queue behind? */
+static bool srn_rpc_short(const struct srn_rpc_worker *w)
+{
+	/* relaxed: a hint written by srn_rpc_worker_main */
+	return __atomic_load_n(&w->ctl.svc_ns, __ATOMIC_RELAXED) <
+	       SRN_RPC_SHORT_NS;
+}
+
+/*
+ * The dispatch policy: a spinning worker; else queue behind a running
+ * worker whose handlers are short (flag SRN_RPC_CLAIM_BEHIND: the call
+ * fits its slot, the auxiliary area is the running call's); else wake a
+ * sleeping worker; a parked one last.
+ */
+static int srn_rpc_claim_any(const struct srn_rpc_seg *seg, unsigned flags,
+			     uint32_t *old_p, uint32_t *n_p)
+{
+	static const uint32_t order[] = { SRN_RPC_SPINNING, SRN_RPC_RUNNING,
+					  SRN_RPC_SLEEPING, SRN_RPC_PARKED };
+	struct srn_rpc_worker *w;
+	unsigned k, i;
+
+	for (k = 0; k < 4; k++) {
+		if (order[k] == SRN_RPC_RUNNING &&
+		    !(flags & SRN_RPC_CLAIM_BEHIND))
+			continue;
+		for (i = 0; i < seg->nworkers; i++) {
+			w = srn_rpc_seg_worker(seg, i);
+			if (order[k] == SRN_RPC_RUNNING && !srn_rpc_short(w))
+				continue;
+			if (srn_rpc_claim_one(w, order[k], n_p)) {
+				*old_p = order[k];
+				return (int)i;
+			}
 		}
 	}
 	return -1;
@@ -209,51 +275,146 @@ static bool srn_rpc_peer_gone(int fd)
 	return poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR | POLLIN));
 }
 
+/* Takes a free entry of the queue for pid: its index, or -1. */
+static int srn_rpc_queue_take(struct srn_rpc_seg_hdr *h, uint32_t pid)
+{
+	uint32_t zero;
+	unsigned k;
+
+	for (k = 0; k < SRN_RPC_QUEUE_LEN; k++) {
+		zero = 0;
+		/* seq_cst: the entry before the re-scan; pairs with the
+		 * fence in srn_rpc_worker_free; relaxed on failure (the
+		 * entry is someone else's, nothing is read) */
+		if (__atomic_compare_exchange_n(&h->queue[k], &zero, pid, false,
+						__ATOMIC_SEQ_CST,
+						__ATOMIC_RELAXED))
+			return (int)k;
+	}
+	return -1;
+}
+
+/* Frees the entries of dead processes (killed while queued). */
+static void srn_rpc_queue_reap(struct srn_rpc_seg_hdr *h)
+{
+	uint32_t pid;
+	unsigned k;
+
+	for (k = 0; k < SRN_RPC_QUEUE_LEN; k++) {
+		/* relaxed: the CAS below decides */
+		pid = __atomic_load_n(&h->queue[k], __ATOMIC_RELAXED);
+		if (pid && kill((pid_t)pid, 0) < 0 && errno == ESRCH)
+			/* relaxed: nobody waits for a dead caller's entry */
+			__atomic_compare_exchange_n(&h->queue[k], &pid, 0,
+						    false, __ATOMIC_RELAXED,
+						    __ATOMIC_RELAXED);
+	}
+}
+
+/* Callers in the queue (as the fence before it lets us see them). */
+static unsigned srn_rpc_queue_count(const struct srn_rpc_seg_hdr *h)
+{
+	unsigned k, n = 0;
+
+	for (k = 0; k < SRN_RPC_QUEUE_LEN; k++)
+		/* relaxed: ordered by the caller's fence or CAS */
+		n += __atomic_load_n(&h->queue[k], __ATOMIC_RELAXED) != 0;
+	return n;
+}
+
+/* Does a caller wait in the queue? (a hint for srn_rpc_worker_wait) */
+bool srn_rpc_queue_busy(const struct srn_rpc_seg *seg)
+{
+	return srn_rpc_queue_count(seg->hdr) != 0;
+}
+
 /*
- * Claims a waiting worker: a spinning one first, then a sleeping one, a
- * parked one last. With none free, sleeps on the segment's idle_seq until
- * a worker frees itself (srn_rpc_worker_free) or timeout_ms passes.
- * Returns the worker's index, -ETIMEDOUT, or -EPIPE when alive_fd (the
- * server's socket, -1 for none) reports the server gone. Before its first
- * wait, a caller with a socket sends a byte on it: the server's receiver
- * then starts another worker if it may (srn_rpc_unix_input).
+ * Joins the service's queue: the entry's index, or -1 when the queue is
+ * full (the call is dropped and counted). A caller with a socket asks the
+ * server for one more worker when the queue reaches half (unless all are
+ * started).
  */
-int srn_rpc_claim(const struct srn_rpc_seg *seg, int alive_fd, long timeout_ms,
-		  uint32_t *old_p)
+static int srn_rpc_queue_join(const struct srn_rpc_seg *seg, int alive_fd)
 {
 	struct srn_rpc_seg_hdr *h = seg->hdr;
-	int64_t end = srn_rpc_now_ns() + timeout_ms * 1000000;
-	unsigned asked = 0;
+	uint32_t pid = srn_rpc_self(), started;
+	int k = srn_rpc_queue_take(h, pid);
+
+	if (k < 0) {
+		srn_rpc_queue_reap(h);
+		k = srn_rpc_queue_take(h, pid);
+	}
+	if (k < 0) {
+		/* relaxed: a counter */
+		__atomic_fetch_add(&h->qstat.dropped, 1, __ATOMIC_RELAXED);
+		return -1;
+	}
+	/* relaxed: a counter */
+	__atomic_fetch_add(&h->qstat.queued, 1, __ATOMIC_RELAXED);
+	/* relaxed: a hint (a request too many is ignored) */
+	started = __atomic_load_n(&h->qstat.started, __ATOMIC_RELAXED);
+	if (alive_fd >= 0 && started < h->nworkers &&
+	    srn_rpc_queue_count(h) >= SRN_RPC_QUEUE_LEN / 2 &&
+	    send(alive_fd, "w", 1, MSG_DONTWAIT | MSG_NOSIGNAL) == 1)
+		/* relaxed: a counter */
+		__atomic_fetch_add(&h->qstat.grows, 1, __ATOMIC_RELAXED);
+	return k;
+}
+
+static void srn_rpc_queue_leave(struct srn_rpc_seg_hdr *h, int k)
+{
+	if (k >= 0)
+		/* relaxed: the entry hands nothing over */
+		__atomic_store_n(&h->queue[k], 0, __ATOMIC_RELAXED);
+}
+
+/*
+ * Claims a worker by the dispatch policy (srn_rpc_claim_any). With none,
+ * waits in the service's bounded queue: sleeps on the segment's idle_seq
+ * until a worker frees itself (srn_rpc_worker_free) or timeout_ms passes.
+ * Returns the worker's index (*n_p: the call number to use, *old_p: the
+ * state it was claimed in), -ETIMEDOUT, -EAGAIN (the queue is full: the
+ * call is dropped and counted; SRN_RPC_CLAIM_NODROP: wait outside the
+ * queue instead), or -EPIPE when alive_fd (the server's socket, -1 for
+ * none) reports the server gone.
+ */
+int srn_rpc_claim(const struct srn_rpc_seg *seg, int alive_fd, long timeout_ms,
+		  unsigned flags, uint32_t *old_p, uint32_t *n_p)
+{
+	struct srn_rpc_seg_hdr *h = seg->hdr;
+	int64_t end = 0;
+	int i, q = -2; /* -2: not in the queue yet */
 	uint32_t seen;
-	int i;
 
 	for (;;) {
 		/* acquire: pairs with the release in srn_rpc_worker_free */
 		seen = __atomic_load_n(&h->idle_seq, __ATOMIC_ACQUIRE);
-		i = srn_rpc_claim_any(seg, old_p);
+		i = srn_rpc_claim_any(seg, flags, old_p, n_p);
 		if (i >= 0)
-			return i;
-		if (srn_rpc_peer_gone(alive_fd))
-			return -EPIPE;
-		if (srn_rpc_now_ns() >= end)
-			return -ETIMEDOUT;
-		if (alive_fd >= 0 && !asked++)
-			/* a same-host caller asks the server for a worker */
-			send(alive_fd, "w", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
-		/* seq_cst: the store of waiters before the re-scan; pairs
-		 * with the fence in srn_rpc_worker_free */
-		__atomic_fetch_add(&h->waiters, 1, __ATOMIC_SEQ_CST);
-		i = srn_rpc_claim_any(seg, old_p);
-		if (i < 0)
-			srn_rpc_futex_wait(&h->idle_seq, seen, 10000000);
-		/* relaxed: a counter; the futex word carries the order */
-		__atomic_fetch_sub(&h->waiters, 1, __ATOMIC_RELAXED);
-		if (i >= 0)
-			return i;
+			break;
+		if (!end)
+			end = srn_rpc_now_ns() + timeout_ms * 1000000;
+		i = srn_rpc_peer_gone(alive_fd) ? -EPIPE : -ETIMEDOUT;
+		if (i == -EPIPE || srn_rpc_now_ns() >= end)
+			break;
+		if (q == -2) {
+			q = srn_rpc_queue_join(seg, alive_fd);
+			i = -EAGAIN;
+			if (q < 0 && !(flags & SRN_RPC_CLAIM_NODROP))
+				break;
+			continue; /* re-scan after joining */
+		}
+		srn_rpc_futex_wait(&h->idle_seq, seen, 10000000);
 	}
+	srn_rpc_queue_leave(h, q);
+	return i;
 }
 
-/* The caller wrote call n into rx[n & 1]; hand it to the worker. */
+/*
+ * The caller wrote call n into rx[n & 1]; hand it to the worker. It wakes
+ * the worker unless the claim saw it spinning: a sleeper, or a worker
+ * that may wait in futex for a call queued behind (srn_rpc_worker_wait).
+ */
 void srn_rpc_publish(struct srn_rpc_worker *w, uint32_t n, uint32_t len,
 		     uint32_t flags, uint32_t old_state)
 {
@@ -264,34 +425,69 @@ void srn_rpc_publish(struct srn_rpc_worker *w, uint32_t n, uint32_t len,
 	/* release: the message before seq; pairs with the acquire in
 	 * srn_rpc_load_acquire (srn_rpc_worker_wait) */
 	__atomic_store_n(&s->seq, n, __ATOMIC_RELEASE);
-	if (old_state != SRN_RPC_SPINNING)
-		srn_rpc_futex_wake(&s->seq);
+	if (old_state == SRN_RPC_SPINNING)
+		return;
+	if (old_state == SRN_RPC_RUNNING) {
+		/* full barrier: seq before reading waiting; pairs with the
+		 * exchange in srn_rpc_worker_await_behind */
+		srn_smp_mb();
+		/* relaxed: ordered by the fence above */
+		if (!__atomic_load_n(&s->waiting, __ATOMIC_RELAXED))
+			return;
+	}
+	srn_rpc_futex_wake(&s->seq);
+}
+
+/* A worker (re)starts: free, waiting for call n. */
+void srn_rpc_worker_ready(struct srn_rpc_worker *w, uint32_t n)
+{
+	/* release: pairs with the acq_rel CAS in srn_rpc_claim_one */
+	__atomic_store_n(&w->ctl.sched, SRN_RPC_SCHED(SRN_RPC_SPINNING, n),
+			 __ATOMIC_RELEASE);
 }
 
 /*
- * The worker is done with call next - 1: it makes itself claimable again
- * and wakes one caller waiting for a free worker, if any.
+ * The worker is done with call n. If a caller queued call n + 1 behind it
+ * (QUEUED), it stays RUNNING for that call: returns true. Else it makes
+ * itself claimable for call n + 1 and wakes one caller of the queue, if
+ * any: returns false.
  */
-void srn_rpc_worker_free(const struct srn_rpc_seg *seg,
-			 struct srn_rpc_worker *w, uint32_t next)
+bool srn_rpc_worker_free(const struct srn_rpc_seg *seg,
+			 struct srn_rpc_worker *w, uint32_t n)
 {
 	struct srn_rpc_seg_hdr *h = seg->hdr;
+	uint64_t cur = SRN_RPC_SCHED(SRN_RPC_RUNNING, n);
 
-	w->ctl.next = next;
-	/* relaxed: a hint, see srn_rpc_claim_pass */
+	/* relaxed: a hint, see srn_rpc_claim_one */
 	__atomic_store_n(&w->ctl.owner, 0, __ATOMIC_RELAXED);
-	/* release: next before the state; pairs with the acq_rel CAS in
-	 * srn_rpc_claim_pass */
-	__atomic_store_n(&w->ctl.state, SRN_RPC_SPINNING, __ATOMIC_RELEASE);
-	/* full barrier: the state store before reading waiters; pairs with
-	 * the fetch_add in srn_rpc_claim */
+	/* release: our reads of slot n & 1 before the state; pairs with the
+	 * acq_rel CAS in srn_rpc_claim_one; acquire on failure: pairs with
+	 * that CAS (QUEUED) */
+	if (!__atomic_compare_exchange_n(
+		    &w->ctl.sched, &cur, SRN_RPC_SCHED(SRN_RPC_SPINNING, n + 1),
+		    false, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE)) {
+		/* QUEUED(n): no claimer changes it; the behind caller's pid
+		 * becomes call n + 1's (relaxed: hints) */
+		__atomic_store_n(&w->ctl.owner,
+				 __atomic_load_n(&w->ctl.owner_behind,
+						 __ATOMIC_RELAXED),
+				 __ATOMIC_RELAXED);
+		/* release: pairs with the acq_rel CAS in srn_rpc_claim_one
+		 * (a caller queueing call n + 2 behind this one) */
+		__atomic_store_n(&w->ctl.sched,
+				 SRN_RPC_SCHED(SRN_RPC_RUNNING, n + 1),
+				 __ATOMIC_RELEASE);
+		return true;
+	}
+	/* full barrier: the state before reading the queue; pairs with the
+	 * CAS in srn_rpc_queue_take */
 	srn_smp_mb();
-	/* relaxed: ordered by the fence above */
-	if (__atomic_load_n(&h->waiters, __ATOMIC_RELAXED) == 0)
-		return;
+	if (srn_rpc_queue_count(h) == 0)
+		return false;
 	/* release: pairs with the acquire load of idle_seq in srn_rpc_claim */
 	__atomic_fetch_add(&h->idle_seq, 1, __ATOMIC_RELEASE);
 	srn_rpc_futex_wake(&h->idle_seq);
+	return false;
 }
 
 /* The worker wrote reply n into tx[n & 1]. */
@@ -310,7 +506,8 @@ void srn_rpc_reply_publish(struct srn_rpc_worker *w, uint32_t n, uint32_t len,
 	srn_smp_mb();
 	/* relaxed: ordered by the fence above */
 	if (__atomic_load_n(&s->waiting, __ATOMIC_RELAXED))
-		srn_rpc_futex_wake(&s->seq);
+		/* the callers of n and n + 2 may both wait on this word */
+		syscall(SYS_futex, &s->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
 /* The caller is done with reply n: the worker may reuse its slot. */
@@ -332,24 +529,34 @@ int srn_rpc_reply_wait(struct srn_rpc_worker *w, uint32_t n, int alive_fd,
 	struct srn_rpc_slot *s = &w->tx[n & 1];
 	int64_t now = srn_rpc_now_ns(), spin_end = now + 20000;
 	int64_t end = now + timeout_ms * 1000000;
+	unsigned k = 0;
 	uint32_t cur;
+	int rc;
 
-	while (srn_rpc_now_ns() < spin_end)
+	do {
 		if (srn_rpc_load_acquire(&s->seq) == n)
 			return 0;
+		__builtin_ia32_pause();
+	} while ((++k & 31) || srn_rpc_now_ns() < spin_end);
+	/* seq_cst: waiting before re-reading seq; pairs with the fence in
+	 * srn_rpc_reply_publish */
+	__atomic_fetch_add(&s->waiting, 1, __ATOMIC_SEQ_CST);
 	for (;;) {
-		/* seq_cst: waiting before re-reading seq; pairs with the
-		 * fence in srn_rpc_reply_publish */
-		__atomic_exchange_n(&s->waiting, 1, __ATOMIC_SEQ_CST);
 		cur = srn_rpc_load_acquire(&s->seq);
+		rc = 0;
 		if (cur == n)
-			return 0;
+			break;
+		rc = -EPIPE;
 		if (srn_rpc_peer_gone(alive_fd))
-			return -EPIPE;
+			break;
 		now = srn_rpc_now_ns();
+		rc = -ETIMEDOUT;
 		if (now >= end)
-			return -ETIMEDOUT;
+			break;
 		srn_rpc_futex_wait(&s->seq, cur,
 				   end - now < 10000000 ? end - now : 10000000);
 	}
+	/* relaxed: a count of waiters; a late wake is harmless */
+	__atomic_fetch_sub(&s->waiting, 1, __ATOMIC_RELAXED);
+	return rc;
 }

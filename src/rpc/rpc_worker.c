@@ -17,10 +17,14 @@
 
 #include "rpc/srn_rpc.h"
 
-/* Spin about as long as calls are apart, while they come close together. */
+/*
+ * Spin about as long as calls are apart while they come closer than a
+ * futex wake-up costs here (~30 us): twice the gap, 2 to 50 us. Calls
+ * further apart pay the wake-up anyway: spin 2 us (back-to-back calls).
+ */
 static int64_t srn_rpc_spin_budget(const struct srn_rpc_wlocal *wl)
 {
-	if (wl->gap_ns <= 0 || wl->gap_ns > 100000)
+	if (wl->gap_ns <= 0 || wl->gap_ns > 30000)
 		return 2000;
 	if (wl->gap_ns * 2 > 50000)
 		return 50000;
@@ -30,12 +34,18 @@ static int64_t srn_rpc_spin_budget(const struct srn_rpc_wlocal *wl)
 /* Did the claimer die between its claim and its publish? */
 static bool srn_rpc_claimer_dead(struct srn_rpc_wlocal *wl, int64_t since)
 {
-	/* relaxed: a hint; pairs with nothing (see srn_rpc_claim_pass) */
+	/* relaxed: a hint; pairs with nothing (see srn_rpc_claim_one) */
 	uint32_t pid = __atomic_load_n(&wl->w->ctl.owner, __ATOMIC_RELAXED);
 	int64_t waited = srn_rpc_now_ns() - since;
 
 	if (waited < 50000000)
 		return false;
+	if (!pid && wl->claimed)
+		/* relaxed: a hint; the caller queued behind had not stored
+		 * its pid when srn_rpc_worker_free copied it (a later one's
+		 * only makes us wait longer) */
+		pid = __atomic_load_n(&wl->w->ctl.owner_behind,
+				      __ATOMIC_RELAXED);
 	if (pid)
 		return kill((pid_t)pid, 0) < 0 && errno == ESRCH;
 	return waited > 1000000000; /* died right after its claim */
@@ -44,7 +54,7 @@ static bool srn_rpc_claimer_dead(struct srn_rpc_wlocal *wl, int64_t since)
 /*
  * Claimed while about to sleep: the caller is writing, no wake comes, so
  * the worker yields until the call is there. -EAGAIN: the claimer died
- * before publishing (the worker frees itself for call n again).
+ * before publishing (the worker skips call n).
  */
 static int srn_rpc_worker_await_claimed(struct srn_rpc_wlocal *wl,
 					struct srn_rpc_slot *s)
@@ -62,62 +72,131 @@ static int srn_rpc_worker_await_claimed(struct srn_rpc_wlocal *wl,
 	return 0;
 }
 
+/*
+ * Call n was queued behind the last one: its caller saw us RUNNING, so it
+ * wakes us after its publish (srn_rpc_publish) if the slot's waiting word
+ * says we wait; futex waits in 10 ms slices that also look after the
+ * caller.
+ */
+static int srn_rpc_worker_await_behind(struct srn_rpc_wlocal *wl,
+				       struct srn_rpc_slot *s)
+{
+	int64_t since = srn_rpc_now_ns();
+	uint32_t v;
+
+	int rc = 0;
+
+	for (;;) {
+		/* seq_cst: waiting before re-reading seq; pairs with the
+		 * fence in srn_rpc_publish */
+		__atomic_exchange_n(&s->waiting, 1, __ATOMIC_SEQ_CST);
+		v = srn_rpc_load_acquire(&s->seq);
+		if (v == wl->n)
+			break;
+		rc = srn_rpc_stopping(wl->srv) ? -EINTR : 0;
+		if (!rc && srn_rpc_claimer_dead(wl, since))
+			rc = -EAGAIN;
+		if (rc)
+			break;
+		srn_rpc_futex_wait(&s->seq, v, 10000000);
+	}
+	/* relaxed: only this worker waits on its slot */
+	__atomic_store_n(&s->waiting, 0, __ATOMIC_RELAXED);
+	return rc;
+}
+
+/* After a futex timeout: a worker above min_workers, idle for 2 s, parks
+ * (SLEEPING -> PARKED: claimed last, waits 1 s at a time). */
+static void srn_rpc_worker_idle(struct srn_rpc_wlocal *wl)
+{
+	uint64_t cur = SRN_RPC_SCHED(SRN_RPC_SLEEPING, wl->n);
+
+	if (++wl->idle_timeouts != 20 || wl->idx < wl->srv->min_workers)
+		return;
+	/* relaxed: only the state changes, no data is handed over; a
+	 * claimer's CAS (srn_rpc_claim_one) fails and retries */
+	if (__atomic_compare_exchange_n(&wl->w->ctl.sched, &cur,
+					SRN_RPC_SCHED(SRN_RPC_PARKED, wl->n),
+					false, __ATOMIC_RELAXED,
+					__ATOMIC_RELAXED))
+		wl->w->ctl.stat.parks++;
+}
+
 /* SPINNING -> SLEEPING by CAS, then futex waits; a timeout is no call. */
 static int srn_rpc_worker_sleep(struct srn_rpc_wlocal *wl,
 				struct srn_rpc_slot *s)
 {
-	uint32_t *st = &wl->w->ctl.state, cur = SRN_RPC_SPINNING, v;
+	uint64_t *st = &wl->w->ctl.sched,
+		 cur = SRN_RPC_SCHED(SRN_RPC_SPINNING, wl->n);
+	uint32_t v;
 	long tmo;
 
-	/* acq_rel: pairs with the CAS in srn_rpc_claim_pass (one of the two
+	/* acq_rel: pairs with the CAS in srn_rpc_claim_one (one of the two
 	 * wins); acquire on failure, same pairing */
-	if (!__atomic_compare_exchange_n(st, &cur, SRN_RPC_SLEEPING, false,
-					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+	if (!__atomic_compare_exchange_n(
+		    st, &cur, SRN_RPC_SCHED(SRN_RPC_SLEEPING, wl->n), false,
+		    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 		return srn_rpc_worker_await_claimed(wl, s);
 	wl->w->ctl.stat.sleeps++;
 	for (;;) {
 		v = srn_rpc_load_acquire(&s->seq);
-		if (v == wl->n)
+		if (v == wl->n) {
+			wl->w->ctl.stat.wakeups++;
 			return 0;
+		}
 		if (srn_rpc_stopping(wl->srv))
 			return -EINTR;
-		cur = SRN_RPC_SLEEPING;
 		tmo = wl->idle_timeouts > 20 ? 1000000000 : 100000000;
 		if (srn_rpc_futex_wait(&s->seq, v, tmo) != -ETIMEDOUT)
 			continue;
 		wl->w->ctl.stat.timeouts++;
 		/* relaxed: claimed but not published after a whole timeout:
 		 * a hint to look after the claimer */
-		if (__atomic_load_n(st, __ATOMIC_RELAXED) == SRN_RPC_RUNNING)
+		cur = __atomic_load_n(st, __ATOMIC_RELAXED);
+		if (SRN_RPC_SCHED_STATE(cur) == SRN_RPC_RUNNING ||
+		    SRN_RPC_SCHED_STATE(cur) == SRN_RPC_QUEUED)
 			return srn_rpc_worker_await_claimed(wl, s);
-		if (++wl->idle_timeouts == 20 &&
-		    wl->idx >= wl->srv->min_workers)
-			/* relaxed: only the state changes, no data is handed
-			 * over; a claimer's CAS fails and retries */
-			__atomic_compare_exchange_n(st, &cur, SRN_RPC_PARKED,
-						    false, __ATOMIC_RELAXED,
-						    __ATOMIC_RELAXED);
+		srn_rpc_worker_idle(wl);
 	}
 }
 
-/* 0: call wl->n is in its slot; -EINTR: the server stops. */
+/* Spins on the slot until end; true when call wl->n is there. */
+static bool srn_rpc_worker_spin(struct srn_rpc_wlocal *wl,
+				struct srn_rpc_slot *s, int64_t end)
+{
+	unsigned k = 0;
+
+	do {
+		if (srn_rpc_load_acquire(&s->seq) == wl->n)
+			return true;
+		__builtin_ia32_pause();
+		if ((++k & 63) == 0 && srn_rpc_stopping(wl->srv))
+			return false;
+	} while ((k & 15) || srn_rpc_now_ns() < end);
+	return false;
+}
+
+/*
+ * 0: call wl->n is in its slot; -EINTR: the server stops; -EAGAIN: its
+ * claimer died before publishing it. A free worker does not sleep while
+ * the service's queue holds a caller (srn_rpc_worker_free woke one, on
+ * its way to claim it): it spins on, 200 us at most.
+ */
 static int srn_rpc_worker_wait(struct srn_rpc_wlocal *wl)
 {
 	struct srn_rpc_slot *s = &wl->w->rx[wl->n & 1];
 	int64_t end = srn_rpc_now_ns() + srn_rpc_spin_budget(wl);
-	unsigned k = 0;
 
-	do {
-		if (srn_rpc_load_acquire(&s->seq) == wl->n) {
-			wl->w->ctl.stat.spins++;
-			return 0;
-		}
-		__builtin_ia32_pause();
-		if ((++k & 63) == 0 && srn_rpc_stopping(wl->srv))
-			return -EINTR;
-	} while ((k & 15) || srn_rpc_now_ns() < end);
+	if (srn_rpc_worker_spin(wl, s, end) ||
+	    (!wl->claimed && srn_rpc_queue_busy(&wl->srv->seg) &&
+	     srn_rpc_worker_spin(wl, s, end + 200000))) {
+		wl->w->ctl.stat.spins++;
+		return 0;
+	}
 	if (srn_rpc_stopping(wl->srv))
 		return -EINTR;
+	if (wl->claimed)
+		return srn_rpc_worker_await_behind(wl, s);
 	return srn_rpc_worker_sleep(wl, s);
 }
 
@@ -200,13 +279,20 @@ static bool srn_rpc_other_version(struct srn_rpc_wlocal *wl, uint8_t *buf,
 static uint8_t *srn_rpc_call_buf(struct srn_rpc_wlocal *wl, uint32_t *len_p)
 {
 	struct srn_rpc_slot *s = &wl->w->rx[wl->n & 1];
+	struct srn_rpc_origin *o = &wl->org[wl->n & 1];
 	uint32_t len = s->len, flags = s->flags;
 
 	wl->kind = SRN_RPC_FROM_SHM;
-	if ((flags & SRN_RPC_SLOT_NET) && wl->net_n == wl->n)
-		wl->kind = wl->net_kind;
-	else
-		wl->conn = NULL;
+	wl->conn = NULL;
+	if ((flags & SRN_RPC_SLOT_NET) && o->n == wl->n) {
+		wl->kind = o->kind;
+		wl->conn = o->conn;
+		o->conn = NULL;
+		memcpy(&wl->peer, &o->peer, o->peer_len);
+		wl->peer_len = o->peer_len;
+		wl->xprt.xp_rtaddr.len = o->peer_len;
+		wl->xprt.xp_addrlen = (int)o->peer_len;
+	}
 	*len_p = len;
 	if (flags & SRN_RPC_SLOT_AUX)
 		return len <= SRN_RPC_AUX_SIZE ? wl->aux_in : NULL;
@@ -254,36 +340,54 @@ out:
 	wl->conn = NULL;
 }
 
+/* Serves call wl->n; the handler time feeds the dispatch policy. */
+static void srn_rpc_worker_run_call(struct srn_rpc_wlocal *wl)
+{
+	int64_t t = srn_rpc_now_ns(), d;
+	uint32_t avg;
+
+	if (wl->last_call_ns)
+		wl->gap_ns = (7 * wl->gap_ns + t - wl->last_call_ns) / 8;
+	wl->idle_timeouts = 0;
+	srn_rpc_worker_serve(wl);
+	wl->last_call_ns = srn_rpc_now_ns();
+	d = wl->last_call_ns - t;
+	/* relaxed: a hint for srn_rpc_short; only this worker writes it */
+	avg = __atomic_load_n(&wl->w->ctl.svc_ns, __ATOMIC_RELAXED);
+	d = (3 * (int64_t)avg + d) / 4;
+	/* relaxed: as above */
+	__atomic_store_n(&wl->w->ctl.svc_ns,
+			 d > 0xffffffff ? 0xffffffffu : (uint32_t)d,
+			 __ATOMIC_RELAXED);
+}
+
 void *srn_rpc_worker_main(void *arg)
 {
 	struct srn_rpc_wlocal *wl = arg;
 	struct srn_rpc_server *srv = wl->srv;
-	int64_t t;
 	int rc;
 
-	wl->n = wl->w->ctl.next;
-	srn_rpc_worker_free(&srv->seg, wl->w, wl->n);
+	/* relaxed: nobody claims this worker before srn_rpc_worker_ready */
+	wl->n = SRN_RPC_SCHED_N(
+		__atomic_load_n(&wl->w->ctl.sched, __ATOMIC_RELAXED));
+	wl->claimed = false;
+	srn_rpc_worker_ready(wl->w, wl->n);
 	for (;;) {
 		rc = srn_rpc_worker_wait(wl);
-		if (rc == -EAGAIN) {
-			srn_rpc_worker_free(&srv->seg, wl->w, wl->n);
-			continue;
-		}
-		if (rc)
+		if (rc && rc != -EAGAIN)
 			break;
-		t = srn_rpc_now_ns();
-		if (wl->last_call_ns)
-			wl->gap_ns =
-				(7 * wl->gap_ns + t - wl->last_call_ns) / 8;
-		wl->idle_timeouts = 0;
-		srn_rpc_worker_serve(wl);
-		wl->last_call_ns = srn_rpc_now_ns();
+		if (rc == 0)
+			srn_rpc_worker_run_call(wl);
+		/* -EAGAIN: its claimer died; call n is skipped */
+		wl->claimed = srn_rpc_worker_free(&srv->seg, wl->w, wl->n);
+		if (wl->claimed)
+			wl->w->ctl.stat.behind++;
 		wl->n++;
-		srn_rpc_worker_free(&srv->seg, wl->w, wl->n);
 	}
 	/* relaxed: the thread ends; callers find the server gone by its
 	 * socket, not by this state */
-	__atomic_store_n(&wl->w->ctl.state, SRN_RPC_OFF, __ATOMIC_RELAXED);
+	__atomic_store_n(&wl->w->ctl.sched, SRN_RPC_SCHED(SRN_RPC_OFF, wl->n),
+			 __ATOMIC_RELAXED);
 	return NULL;
 }
 

@@ -36,12 +36,17 @@ struct srn_rpc_worker *srn_rpc_seg_worker(const struct srn_rpc_seg *seg,
 uint8_t *srn_rpc_seg_aux(const struct srn_rpc_seg *seg, unsigned i, int dir);
 int srn_rpc_futex_wait(uint32_t *word, uint32_t val, long timeout_ns);
 void srn_rpc_futex_wake(uint32_t *word);
+/* srn_rpc_claim's flags */
+#define SRN_RPC_CLAIM_BEHIND 1u /* may queue behind a running worker */
+#define SRN_RPC_CLAIM_NODROP 2u /* wait even when the queue is full */
 int srn_rpc_claim(const struct srn_rpc_seg *seg, int alive_fd, long timeout_ms,
-		  uint32_t *old_p);
+		  unsigned flags, uint32_t *old_p, uint32_t *n_p);
 void srn_rpc_publish(struct srn_rpc_worker *w, uint32_t n, uint32_t len,
 		     uint32_t flags, uint32_t old_state);
-void srn_rpc_worker_free(const struct srn_rpc_seg *seg,
-			 struct srn_rpc_worker *w, uint32_t next);
+void srn_rpc_worker_ready(struct srn_rpc_worker *w, uint32_t n);
+bool srn_rpc_queue_busy(const struct srn_rpc_seg *seg);
+bool srn_rpc_worker_free(const struct srn_rpc_seg *seg,
+			 struct srn_rpc_worker *w, uint32_t n);
 void srn_rpc_reply_publish(struct srn_rpc_worker *w, uint32_t n, uint32_t len,
 			   uint32_t flags);
 int srn_rpc_reply_wait(struct srn_rpc_worker *w, uint32_t n, int alive_fd,
@@ -74,6 +79,15 @@ struct srn_rpc_conn {
 	size_t msg; /* bytes of the record, fragment headers removed */
 };
 
+/* Where a network call came from (the receiver writes it per slot). */
+struct srn_rpc_origin {
+	uint32_t n; /* the call number it belongs to */
+	int kind; /* enum srn_rpc_origin_kind */
+	struct sockaddr_storage peer;
+	socklen_t peer_len;
+	struct srn_rpc_conn *conn;
+};
+
 struct srn_rpc_wlocal {
 	struct srn_rpc_server *srv;
 	unsigned idx;
@@ -92,11 +106,11 @@ struct srn_rpc_wlocal {
 	struct authunix_parms clntcred[1];
 	char machname[MAX_MACHINE_NAME + 1];
 	gid_t gids[NGRPS];
-	uint32_t net_n; /* the call number the receiver published */
+	struct srn_rpc_origin org[2]; /* per receive slot */
 	uint32_t tx_n[2], tx_pid[2]; /* last same-host reply per slot */
 	uint32_t aux_n, aux_pid; /* last same-host reply in the aux area */
 	uint32_t owner; /* the claimer of the call being served */
-	int net_kind;
+	bool claimed; /* call n is already claimed (queued behind) */
 	/* spin budget */
 	int64_t last_call_ns, gap_ns;
 	unsigned idle_timeouts;

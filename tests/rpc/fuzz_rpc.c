@@ -138,12 +138,12 @@ static void send_slot(const uint8_t *p, size_t len)
 {
 	struct srn_rpc_worker *w;
 	uint32_t old, n, flags = 0;
-	int i = srn_rpc_claim(&srv->seg, -1, 5000, &old);
+	int i = srn_rpc_claim(&srv->seg, -1, 5000, SRN_RPC_CLAIM_NODROP, &old,
+			      &n);
 
 	if (i < 0)
 		abort(); /* no worker came free in 5 s */
 	w = srn_rpc_seg_worker(&srv->seg, (unsigned)i);
-	n = w->ctl.next;
 	if (len <= SRN_RPC_SLOT_INLINE) {
 		memcpy(w->rx[n & 1].data, p, len);
 	} else {
@@ -153,7 +153,10 @@ static void send_slot(const uint8_t *p, size_t len)
 	/* the length field itself is hostile too, now and then */
 	srn_rpc_publish(w, n, len > 2 && p[1] == 0xff ? 0xfffffff0u : len,
 			flags, old);
-	while ((int32_t)(srn_rpc_load_acquire(&w->ctl.next) - n) <= 0)
+	/* relaxed: polled until the worker moved past call n */
+	while ((int32_t)(SRN_RPC_SCHED_N(__atomic_load_n(&w->ctl.sched,
+							 __ATOMIC_RELAXED)) -
+			 n) <= 0)
 		usleep(50);
 	srn_rpc_reply_ack(w, n);
 }

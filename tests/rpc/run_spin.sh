@@ -1,7 +1,7 @@
 #!/bin/bash
 # Verifies the slot hand-off model (slot.pml) with Debian's spin.
 #
-#   run_spin.sh safety|lost_wakeup|progress|bug
+#   run_spin.sh safety|two_workers|lost_wakeup|progress|bug|bug_behind
 #
 # safety:      one worker, two callers, three calls each (both slots
 #              reused), futex timeouts and parking, two spurious kicks,
@@ -12,6 +12,9 @@
 # progress:    -DNP: no non-progress cycle under weak fairness (-f)
 # bug:         the worker stores SLEEPING instead of its CAS; spin must
 #              report an error (shows the checks can fail)
+# bug_behind:  the worker frees itself with a plain store over a call
+#              queued behind it; spin must report an error
+# All but two_workers let callers queue behind a running worker.
 # Exits 77 (skipped) when spin or a C compiler is missing.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -27,6 +30,7 @@ two_workers) defs=(-DNW=2 -DCALLS=1 -DKICKS=0 -DTIMEOUTS=0) cflags=() pan=() ;;
 lost_wakeup) defs=(-DNW=1 -DCALLS=3 -DTIMEOUTS=0) cflags=() pan=() ;;
 progress) defs=(-DNW=1 -DCALLS=3) cflags=(-DNP -DNFAIR=3) pan=(-l -f) ;;
 bug) defs=(-DNW=1 -DBUG_PLAIN_STORE -DTIMEOUTS=0) cflags=() pan=() ;;
+bug_behind) defs=(-DNW=1 -DBUG_BEHIND -DTIMEOUTS=0) cflags=() pan=() ;;
 *) echo "unknown mode $mode" >&2; exit 2 ;;
 esac
 spin "${defs[@]}" -a slot.pml >/dev/null
@@ -39,7 +43,7 @@ if echo "$out" | grep -qi "depth too small\|MEMLIM\|out of memory\|pan: error"; 
 	echo "run_spin: the run is incomplete"
 	exit 1
 fi
-if [ "$mode" = bug ]; then
+if [ "${mode#bug}" != "$mode" ]; then
 	echo "$out" | grep -q "errors: [1-9]" || {
 		echo "run_spin: the broken model passed: the check is blind"
 		exit 1

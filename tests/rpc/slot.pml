@@ -4,11 +4,15 @@
  * (docs/rpc.md, "The model", maps each step to its function).
  *
  * NCALLERS callers make CALLS calls each through NW workers. A caller
- * claims a free worker by CAS on its state (any free one: the code's
- * preference, spinning first, is one of the choices explored), writes
- * call n into that worker's receive slot n % 2, publishes it with the
- * slot's sequence number, and wakes the worker only if the claim saw it
- * SLEEPING or PARKED. A worker spins (a nondeterministic budget), goes to
+ * claims a free worker by CAS on its state and call number (one word:
+ * srn_rpc_wctl.sched; any free one: the code's preference, spinning
+ * first, is one of the choices explored) and makes call n = next, or
+ * (BEHIND) queues behind a RUNNING worker: RUNNING -> QUEUED and call
+ * n = next + 1 in its other slot. It writes call n into receive slot
+ * n % 2, publishes it with the slot's sequence number, and wakes the
+ * worker unless the claim saw it SPINNING. A worker that finishes call n
+ * while QUEUED stays RUNNING for call n + 1 and waits for it in futex
+ * (the caller saw it RUNNING and wakes it). A worker spins (a nondeterministic budget), goes to
  * sleep only by its own CAS SPINNING -> SLEEPING, futex-waits with a
  * timeout (a timeout is no message: it waits again on the same slot and
  * number; it may park), answers in transmit slot n % 2 once the caller of
@@ -22,7 +26,10 @@
  * TIMEOUTS 0 a lost wake-up blocks a worker forever and shows as one),
  * and, with -DNP, no non-progress cycle under weak fairness. With
  * -DBUG_PLAIN_STORE -DTIMEOUTS=0 (a worker stores SLEEPING instead of its
- * CAS) spin must find the lost wake-up: that run shows the check works.
+ * CAS) spin must find the lost wake-up, and with -DBUG_BEHIND (a worker
+ * frees itself with a plain store, over a call queued behind it) the lost
+ * call: those runs show the checks work. Futex words are per slot: a wake
+ * of one slot does not wake a worker waiting on the other.
  */
 #ifndef CALLS
 #define CALLS 2
@@ -36,6 +43,9 @@
 #ifndef KICKS
 #define KICKS 2
 #endif
+#ifndef BEHIND
+#define BEHIND 1
+#endif
 #define NCALLERS 2
 #define TOTAL (NCALLERS * CALLS)
 
@@ -44,22 +54,30 @@
 #define SLEEPING 2
 #define SPINNING 3
 #define RUNNING 4
+#define QUEUED 5
 
-byte wstate[NW];       /* srn_rpc_wctl.state */
-byte next[NW];         /* srn_rpc_wctl.next */
+byte wstate[NW];       /* srn_rpc_wctl.sched: the state ... */
+byte next[NW];         /* ... and the call number n */
 byte rx_seq[2 * NW];   /* srn_rpc_slot.seq of worker w's rx[s]: [2w + s] */
 byte rx_call[2 * NW];  /* the message: which call (caller * 8 + k) */
 byte tx_seq[2 * NW];
 byte tx_call[2 * NW];
 byte tx_ack[2 * NW];   /* srn_rpc_slot.ack */
-bool in_futex[NW];     /* worker w blocks in futex_wait on its rx slot */
+bool in_futex[2 * NW]; /* worker w blocks in futex_wait on its rx[s] */
+bool rx_waiting[2 * NW]; /* srn_rpc_slot.waiting of a receive slot */
 byte delivered[NCALLERS * 8];
 byte answered;
 bool stop;
 
-/* futex_wake(&rx[..].seq): wakes worker w if it blocks. */
-inline futex_wake(w) {
-	atomic { if :: in_futex[w] -> in_futex[w] = false :: else -> skip fi }
+/* futex_wake(&rx[s].seq): wakes the worker if it blocks on that slot. */
+inline futex_wake(s) {
+	atomic { if :: in_futex[s] -> in_futex[s] = false :: else -> skip fi }
+}
+
+/* A kick of both slots of worker w (spurious wakes, stop). */
+inline kick(w) {
+	futex_wake(2 * w);
+	futex_wake(2 * w + 1)
 }
 
 proctype caller(byte id)
@@ -78,10 +96,18 @@ proctype caller(byte id)
 #if NW > 1
 			:: wstate[1] >= PARKED && wstate[1] <= SPINNING -> w = 1
 #endif
+#if BEHIND
+			:: wstate[0] == RUNNING -> w = 0
+#if NW > 1
+			:: wstate[1] == RUNNING -> w = 1
+#endif
+#endif
 			fi;
 			old = wstate[w];
-			wstate[w] = RUNNING;
-			n = next[w];
+			if
+			:: old == RUNNING -> wstate[w] = QUEUED; n = next[w] + 1
+			:: else -> wstate[w] = RUNNING; n = next[w]
+			fi;
 			s = 2 * w + n % 2;
 			call = id * 8 + k;
 			rx_call[s] = call
@@ -89,7 +115,8 @@ proctype caller(byte id)
 		/* srn_rpc_publish: the release store, then the wake */
 		rx_seq[s] = n;
 		if
-		:: old != SPINNING -> futex_wake(w)
+		:: old == RUNNING && rx_waiting[s] -> futex_wake(s)
+		:: old == SLEEPING || old == PARKED -> futex_wake(s)
 		:: else -> skip
 		fi;
 		/* srn_rpc_reply_wait; srn_rpc_clnt_decode reads the reply
@@ -117,7 +144,7 @@ proctype kicker()
 		:: w = 1
 #endif
 		fi;
-		futex_wake(w)
+		kick(w)
 	:: answered == TOTAL || kicks == KICKS -> break
 	od
 }
@@ -129,7 +156,7 @@ proctype stopper()
 	(answered == TOTAL);
 	stop = true;
 	do
-	:: w < NW -> futex_wake(w); w++
+	:: w < NW -> kick(w); w++
 	:: else -> break
 	od
 }
@@ -160,16 +187,16 @@ inline worker_sleep() {
 			 * stop's wake (a kick) comes after stop is set */
 			atomic {
 				if
-				:: rx_seq[s] != n && !stop -> in_futex[me] = true
+				:: rx_seq[s] != n && !stop -> in_futex[s] = true
 				:: else -> skip
 				fi
 			}
 			if
-			:: !in_futex[me] -> skip /* woken, or a kick */
+			:: !in_futex[s] -> skip /* woken, or a kick */
 #if TIMEOUTS
-			:: in_futex[me] -> /* timeout: no message, wait again */
+			:: in_futex[s] -> /* timeout: no message, wait again */
 				atomic {
-					in_futex[me] = false;
+					in_futex[s] = false;
 					if
 					:: wstate[me] == SLEEPING ->
 						wstate[me] = PARKED
@@ -182,10 +209,34 @@ inline worker_sleep() {
 	fi
 }
 
+/* srn_rpc_worker_await_behind: call n was queued behind the last one;
+ * the caller wakes only a worker that set the slot's waiting word */
+inline worker_await_behind() {
+	do
+	:: rx_seq[s] == n -> break
+	:: stop -> break
+	:: else ->
+		rx_waiting[s] = true;
+		atomic {
+			if
+			:: rx_seq[s] != n && !stop -> in_futex[s] = true
+			:: else -> skip
+			fi
+		}
+		if
+		:: !in_futex[s] -> skip
+#if TIMEOUTS
+		:: in_futex[s] -> in_futex[s] = false /* a 10 ms slice */
+#endif
+		fi
+	od;
+	rx_waiting[s] = false
+}
+
 proctype worker(byte me)
 {
 	byte n = 1, call, s;
-	bool slept;
+	bool slept, claimed = false;
 
 	/* srn_rpc_worker_free at start */
 	next[me] = 1;
@@ -197,7 +248,8 @@ proctype worker(byte me)
 		/* srn_rpc_worker_wait: spin for a budget, then sleep */
 		if
 		:: rx_seq[s] == n -> skip
-		:: true -> worker_sleep()
+		:: claimed -> worker_await_behind()
+		:: !claimed -> worker_sleep()
 		fi;
 		if
 		:: rx_seq[s] != n -> assert(stop); break
@@ -205,7 +257,7 @@ proctype worker(byte me)
 		fi;
 		/* srn_rpc_worker_serve: the call is ours until we free */
 		atomic {
-			assert(wstate[me] == RUNNING);
+			assert(wstate[me] == RUNNING || wstate[me] == QUEUED);
 			call = rx_call[s];
 			delivered[call]++;
 			assert(delivered[call] == 1)
@@ -221,11 +273,21 @@ proctype worker(byte me)
 			answered++
 		}
 progress_serve:
-		/* srn_rpc_worker_free: next, then the state (release) */
+		/* srn_rpc_worker_free: CAS RUNNING(n) -> SPINNING(n + 1),
+		 * or QUEUED(n) -> RUNNING(n + 1): call n + 1 is claimed */
 		atomic {
 			n++;
 			next[me] = n;
+#ifdef BUG_BEHIND
 			wstate[me] = SPINNING;
+			claimed = false;
+#else
+			if
+			:: wstate[me] == QUEUED -> wstate[me] = RUNNING;
+				claimed = true
+			:: else -> wstate[me] = SPINNING; claimed = false
+			fi;
+#endif
 			call = 0
 		}
 	od;

@@ -7,6 +7,7 @@
  *
  *   test_rpc calls|threads|errors|kill_client|kill_server NETTYPE
  *   test_rpc api|malformed
+ *   test_rpc stat shm SOFTRNIC_TOOL   (counters shown by `softrnic stat`)
  *
  * Exits 0 when every check holds, 1 (and says which) otherwise.
  */
@@ -485,6 +486,201 @@ static void test_malformed(void)
 	}
 }
 
+/* What `softrnic stat` says of the calc service (sums over workers). */
+struct rpc_counts {
+	unsigned started;
+	unsigned long long calls, queued, dropped, grows;
+	unsigned long long wcalls, spins, sleeps, wakeups, behind, parks;
+	unsigned long long calls1; /* worker 1's */
+	char state1[16];
+};
+
+static const char *stat_tool;
+
+/* A worker's line: index, state, calls, spins, sleeps, wakeups,
+ * timeouts, behind, parks, handler time. */
+static bool stat_worker_line(const char *line, struct rpc_counts *c)
+{
+	unsigned long long v[6];
+	char st[16];
+	unsigned w;
+
+	if (sscanf(line, " %u %15s %llu %llu %llu %llu %*u %llu %llu", &w, st,
+		   &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]) != 8)
+		return false;
+	c->wcalls += v[0];
+	c->spins += v[1];
+	c->sleeps += v[2];
+	c->wakeups += v[3];
+	c->behind += v[4];
+	c->parks += v[5];
+	if (w == 1) {
+		c->calls1 = v[0];
+		strcpy(c->state1, st);
+	}
+	return true;
+}
+
+static bool read_stat(struct rpc_counts *c)
+{
+	char cmd[600], line[512];
+	bool in = false, found = false;
+	FILE *f;
+
+	memset(c, 0, sizeof(*c));
+	snprintf(cmd, sizeof(cmd), "%s stat", stat_tool);
+	f = popen(cmd, "r");
+	while (f && fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, "0x20051111 ", 11)) {
+			found = sscanf(line,
+				       "%*s %*u %*u %u/%*u %*u/%*u %llu "
+				       "%llu %llu %llu",
+				       &c->started, &c->calls, &c->queued,
+				       &c->dropped, &c->grows) == 5;
+			in = true;
+		} else if (in && stat_worker_line(line, c)) {
+			continue;
+		} else if (strncmp(line, "  ", 2)) {
+			in = false;
+		}
+	}
+	if (f)
+		pclose(f);
+	return found;
+}
+
+static pthread_barrier_t stat_barrier;
+static int stat_ok, stat_refused, stat_other;
+
+static void *stat_sleeper(void *arg)
+{
+	struct timeval tmo = { 30, 0 };
+	CLIENT *cl = client("shm");
+	int ms = 500, res = 0;
+	enum clnt_stat st;
+	struct rpc_err e;
+
+	if (cl)
+		clnt_control(cl, CLSET_TIMEOUT, (char *)&tmo);
+	pthread_barrier_wait(&stat_barrier);
+	if (!cl) {
+		__atomic_fetch_add(&stat_other, 1, __ATOMIC_RELAXED);
+		return NULL;
+	}
+	st = calc_sleep_1(&ms, &res, cl);
+	clnt_geterr(cl, &e);
+	if (st == RPC_SUCCESS && res == ms)
+		__atomic_fetch_add(&stat_ok, 1, __ATOMIC_RELAXED);
+	else if (st == RPC_SYSTEMERROR && e.re_errno == EAGAIN)
+		__atomic_fetch_add(&stat_refused, 1, __ATOMIC_RELAXED);
+	else
+		__atomic_fetch_add(&stat_other, 1, __ATOMIC_RELAXED);
+	clnt_destroy(cl);
+	return NULL;
+}
+
+/* 14 callers of a 500 ms handler against at most 2 workers and a queue of
+ * 8: some wait in the queue, the pool grows, the rest are refused at once
+ * (RPC_SYSTEMERROR, EAGAIN), none hangs; the counters say so exactly. */
+static void stat_overload(struct rpc_counts *c1, struct rpc_counts *c2)
+{
+	pthread_t t[14];
+	int ms = 200, res;
+	CLIENT *cl = client("shm");
+	unsigned i;
+
+	/* one long call first: the workers' handler time is now long, so
+	 * nobody queues behind a running worker */
+	CHECK(cl && calc_sleep_1(&ms, &res, cl) == RPC_SUCCESS, "sleep");
+	if (cl)
+		clnt_destroy(cl);
+	CHECK(read_stat(c1), "softrnic stat before the overload");
+	pthread_barrier_init(&stat_barrier, NULL, 14);
+	for (i = 0; i < 14; i++)
+		pthread_create(&t[i], NULL, stat_sleeper, NULL);
+	for (i = 0; i < 14; i++)
+		pthread_join(t[i], NULL);
+	pthread_barrier_destroy(&stat_barrier);
+	CHECK(read_stat(c2), "softrnic stat after the overload");
+	CHECK(stat_other == 0 && stat_ok >= 2 && stat_refused >= 1,
+	      "overload: %d served, %d refused, %d other", stat_ok,
+	      stat_refused, stat_other);
+	CHECK(c2->dropped - c1->dropped == (unsigned long long)stat_refused,
+	      "dropped %llu, refused calls %d", c2->dropped - c1->dropped,
+	      stat_refused);
+	CHECK(c2->calls - c1->calls == (unsigned long long)stat_ok,
+	      "calls %llu, served %d", c2->calls - c1->calls, stat_ok);
+	CHECK(c2->queued > c1->queued && c2->grows >= 1 && c2->started == 2,
+	      "queued %llu, grows %llu, started %u", c2->queued - c1->queued,
+	      c2->grows, c2->started);
+}
+
+static void *stat_sleep300(void *arg)
+{
+	CLIENT *cl = client("shm");
+	int ms = 300, res = 0;
+
+	pthread_barrier_wait(&stat_barrier);
+	CHECK(cl && calc_sleep_1(&ms, &res, cl) == RPC_SUCCESS && res == ms,
+	      "sleep 300");
+	if (cl)
+		clnt_destroy(cl);
+	return NULL;
+}
+
+/* Worker 1 (above min_workers 1), idle for 2 s, parks; two calls at once
+ * then unpark it (worker 0 takes one, it the other). */
+static void stat_park(const struct rpc_counts *c2)
+{
+	struct rpc_counts c3, c4;
+	pthread_t t[2];
+	int i;
+
+	usleep(3000000);
+	CHECK(read_stat(&c3), "softrnic stat after 3 s idle");
+	CHECK(!strcmp(c3.state1, "PARKED") && c3.parks > c2->parks,
+	      "worker 1 is %s after 3 s idle, parks %llu", c3.state1, c3.parks);
+	pthread_barrier_init(&stat_barrier, NULL, 2);
+	for (i = 0; i < 2; i++)
+		pthread_create(&t[i], NULL, stat_sleep300, NULL);
+	for (i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	pthread_barrier_destroy(&stat_barrier);
+	CHECK(read_stat(&c4), "softrnic stat after the unpark");
+	CHECK(c4.calls1 == c3.calls1 + 1 && strcmp(c4.state1, "PARKED"),
+	      "worker 1: %llu calls (before %llu), %s", c4.calls1, c3.calls1,
+	      c4.state1);
+}
+
+/* `softrnic stat` shows the service's counters, and they move. */
+static void test_stat(const char *tool)
+{
+	struct rpc_counts c0, c1, c2;
+	pthread_t t[4];
+	long i;
+
+	stat_tool = tool;
+	usleep(300000); /* the worker is asleep now */
+	CHECK(read_stat(&c0), "softrnic stat lists the calc service");
+	for (i = 0; i < 4; i++)
+		pthread_create(&t[i], NULL, thread_calls, (void *)i);
+	for (i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+	CHECK(read_stat(&c1), "softrnic stat after calls");
+	/* thread_calls: 300 adds, 6 echoes and 6 sums each */
+	CHECK(c1.calls - c0.calls == 4 * 312 && c1.wcalls == c1.calls,
+	      "calls %llu (workers %llu), want %d more than %llu", c1.calls,
+	      c1.wcalls, 4 * 312, c0.calls);
+	CHECK(c1.wakeups > c0.wakeups && c1.spins > c0.spins &&
+		      c1.behind > c0.behind,
+	      "wakeups %llu, spins %llu, behind %llu: not all moved",
+	      c1.wakeups - c0.wakeups, c1.spins - c0.spins,
+	      c1.behind - c0.behind);
+	stat_overload(&c1, &c2);
+	CHECK(c2.sleeps > c0.sleeps, "sleeps did not move");
+	stat_park(&c2);
+}
+
 /* Threads of pid whose name (comm) is name. */
 static int count_named(pid_t pid, const char *name)
 {
@@ -664,6 +860,8 @@ int main(int argc, char **argv)
 			test_kill_client();
 		else if (!strcmp(what, "kill_server"))
 			srv = test_kill_server(srv);
+		else if (!strcmp(what, "stat") && argc > 3)
+			test_stat(argv[3]);
 		else
 			CHECK(0, "unknown test %s", what);
 		if (srv)
