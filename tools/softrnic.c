@@ -27,6 +27,7 @@
 
 #include "devnode.h"
 #include "proto/srn_ctl_proto.h"
+#include "stat_cm.h"
 #include "stat_rpc.h"
 
 static const char *const srn_cmd_names[] = { "exec", "devinfo", "stat", NULL };
@@ -302,7 +303,9 @@ static int cmd_stat(int argc, char **argv)
 	if (argc > 1 && !strcmp(argv[1], "--help")) {
 		printf("usage: softrnic stat\nLists every softrnic QP of this "
 		       "host (network namespace): owner pid, state, and the "
-		       "path to its peer (shm or tcp); then every softrnic "
+		       "path to its peer (shm or tcp); then every rdma_cm id "
+		       "of softrnic's librdmacm (pid, port space, state, QP, "
+		       "addresses); then every softrnic "
 		       "RPC service: workers started/max, callers queued, "
 		       "calls, queued, dropped, grow requests, and per worker "
 		       "its state and counters.\n");
@@ -323,6 +326,7 @@ static int cmd_stat(int argc, char **argv)
 	}
 	fclose(f);
 	printf("%u QP%s\n", n, n == 1 ? "" : "s");
+	stat_cm();
 	stat_rpc();
 	return 0;
 }

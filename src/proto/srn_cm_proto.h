@@ -159,4 +159,50 @@ static inline int srn_cm_msg_check(const struct srn_cm_msg *m, size_t len)
 	return 0;
 }
 
+/*
+ * softrnic stat: a query sent to a port's hand-off socket (just the
+ * header, count 0, no fd), answered to the sender's own address with every
+ * rdma_cm id of the process that owns the port. Only the owner's user or
+ * root is answered (SCM_CREDENTIALS). Integers in host byte order (the
+ * same host).
+ */
+#define SRN_CM_STAT_MAGIC 0x54534d43u /* "CMST" */
+/* every process whose CM service runs also answers on this name */
+#define SRN_CM_STAT_SOCK_FMT "softrnic/cm/pid/%d"
+#define SRN_CM_STAT_VERSION 1
+#define SRN_CM_STAT_MAX 64 /* ids in one answer */
+
+struct srn_cm_stat_addr {
+	uint16_t family; /* AF_INET, AF_INET6, 0 none */
+	uint16_t port;
+	uint8_t addr[16];
+};
+static_assert(sizeof(struct srn_cm_stat_addr) == 20, "stat addr size");
+
+struct srn_cm_stat_id {
+	uint32_t qpn; /* 0: no QP */
+	uint16_t ps; /* RDMA_PS_* */
+	uint8_t qp_type;
+	uint8_t rsvd;
+	char state[16]; /* the id's CM state, NUL-terminated */
+	struct srn_cm_stat_addr src, dst;
+};
+static_assert(sizeof(struct srn_cm_stat_id) == 64, "stat id size");
+
+struct srn_cm_stat_hdr {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t count; /* ids that follow (0 in a query) */
+	uint32_t pid; /* the answering process */
+	uint32_t more; /* ids left out (more than SRN_CM_STAT_MAX) */
+};
+static_assert(sizeof(struct srn_cm_stat_hdr) == 16, "stat hdr size");
+
+struct srn_cm_stat_msg {
+	struct srn_cm_stat_hdr hdr;
+	struct srn_cm_stat_id id[SRN_CM_STAT_MAX];
+};
+static_assert(sizeof(struct srn_cm_stat_msg) == 16 + 64 * SRN_CM_STAT_MAX,
+	      "stat msg size");
+
 #endif /* SRN_CM_PROTO_H */

@@ -136,6 +136,7 @@ struct srn_cm_global {
 	int epfd; /* the CM thread's */
 	bool thread_up;
 	int lfd; /* the host-wide stream listener, -1 */
+	int stat_fd; /* "softrnic/cm/pid/<pid>": softrnic stat asks here */
 	int listeners; /* ids listening: the listener's users */
 	struct srn_list pending; /* accepted, REQ not read yet or parked */
 	unsigned int npending;
@@ -151,8 +152,10 @@ extern struct srn_cm_global srn_cm;
 enum srn_cm_ep_kind {
 	SRN_CM_EP_CONN = 0, /* an id's CM connection */
 	SRN_CM_EP_UNIX = 1, /* a listener's hand-off socket */
-	SRN_CM_EP_LISTEN = 2, /* the stream listener */
+	SRN_CM_EP_LISTEN = 2, /* the stream listener (serial 0), the stat
+			       * socket (serial SRN_CM_EP_STAT_SERIAL) */
 	SRN_CM_EP_PEND = 3, /* an accepted connection, REQ not read */
+#define SRN_CM_EP_STAT_SERIAL 1
 };
 
 #define SRN_CM_DEF_RETRY 7
@@ -167,6 +170,7 @@ enum srn_cm_ep_kind {
 /* cm_core.c */
 void *srn_cm_zalloc(size_t size);
 void srn_cm_zfree(void *ptr);
+void srn_cm_stat_fill(struct srn_cm_stat_msg *m);
 struct srn_cm_id *srn_cm_listener_find(unsigned int ps, uint16_t port);
 int srn_cm_queue(struct srn_cm_id *cid, struct srn_cm_id *owner,
 		 enum rdma_cm_event_type type, int status,

@@ -16,6 +16,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/random.h>
 #include <string.h>
@@ -67,6 +68,7 @@ struct srn_cm_global srn_cm = {
 	.next_serial = 1,
 	.epfd = -1,
 	.lfd = -1,
+	.stat_fd = -1,
 };
 
 /* -errno -> -1 with errno set, as the rdma_* calls return. */
@@ -248,6 +250,58 @@ struct srn_cm_id *srn_cm_listener_find(unsigned int ps, uint16_t port)
 			return cid;
 	}
 	return NULL;
+}
+
+static void srn_cm_stat_addr_fill(struct srn_cm_stat_addr *a,
+				  const struct sockaddr *sa)
+{
+	const struct sockaddr_in *in4 = (const struct sockaddr_in *)sa;
+	const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+
+	a->family = sa->sa_family;
+	if (sa->sa_family == AF_INET) {
+		a->port = be16toh(in4->sin_port);
+		memcpy(a->addr, &in4->sin_addr, 4);
+	} else if (sa->sa_family == AF_INET6) {
+		a->port = be16toh(in6->sin6_port);
+		memcpy(a->addr, &in6->sin6_addr, 16);
+	} else {
+		a->family = 0;
+	}
+}
+
+/* softrnic stat's answer: every id of this process (srn_cm.lock held). */
+void srn_cm_stat_fill(struct srn_cm_stat_msg *m)
+{
+	struct srn_list *pos;
+
+	m->hdr.magic = SRN_CM_STAT_MAGIC;
+	m->hdr.version = SRN_CM_STAT_VERSION;
+	m->hdr.pid = (uint32_t)getpid();
+	srn_list_for_each(pos, &srn_cm.ids) {
+		struct srn_cm_id *cid =
+			srn_list_entry(pos, struct srn_cm_id, link);
+		struct srn_cm_stat_id *d = &m->id[m->hdr.count];
+
+		if (m->hdr.count == SRN_CM_STAT_MAX) {
+			m->hdr.more++;
+			continue;
+		}
+		d->qpn = cid->id.qp ? cid->id.qp->qp_num : 0;
+		d->ps = (uint16_t)cid->id.ps;
+		snprintf(d->state, sizeof(d->state), "%s",
+			 cid->state < SRN_CMS_NR ?
+				 srn_cm_state_names[cid->state] :
+				 "?");
+		d->qp_type = (uint8_t)cid->id.qp_type;
+		srn_cm_stat_addr_fill(
+			&d->src,
+			(struct sockaddr *)&cid->id.route.addr.src_addr);
+		srn_cm_stat_addr_fill(
+			&d->dst,
+			(struct sockaddr *)&cid->id.route.addr.dst_addr);
+		m->hdr.count++;
+	}
 }
 
 SRN_EXPORT const char *rdma_event_str(enum rdma_cm_event_type event)

@@ -342,44 +342,89 @@ static void srn_cm_on_accept(void)
 	}
 }
 
-/* Receives one hand-off on a listener's unix socket. */
-static void srn_cm_on_unix(struct srn_cm_id *lid)
+/* softrnic stat's query (SRN_CM_STAT_MAGIC): this process's ids, sent
+ * back to the asker's address. */
+static void srn_cm_stat_answer(int ufd, const void *q, ssize_t n,
+			       const struct sockaddr_un *from, socklen_t flen)
+{
+	const struct srn_cm_stat_hdr *req = q;
+	struct srn_cm_stat_msg *m;
+
+	if (n != (ssize_t)sizeof(*req) || req->version != SRN_CM_STAT_VERSION ||
+	    req->count || flen <= offsetof(struct sockaddr_un, sun_path))
+		return;
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return;
+	srn_cm_stat_fill(m);
+	sendto(ufd, m, sizeof(m->hdr) + m->hdr.count * sizeof(m->id[0]),
+	       MSG_DONTWAIT | MSG_NOSIGNAL, (const struct sockaddr *)from,
+	       flen);
+	free(m);
+}
+
+/* The fd and the sender's credentials a datagram carried (-1, -1: none). */
+static void srn_cm_unix_cmsgs(struct msghdr *mh, int *fd_p, uid_t *uid_p)
+{
+	struct ucred cred;
+
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET)
+			continue;
+		if (c->cmsg_type == SCM_RIGHTS &&
+		    c->cmsg_len == CMSG_LEN(sizeof(int)) && *fd_p < 0) {
+			memcpy(fd_p, CMSG_DATA(c), sizeof(int));
+		} else if (c->cmsg_type == SCM_CREDENTIALS &&
+			   c->cmsg_len == CMSG_LEN(sizeof(cred))) {
+			memcpy(&cred, CMSG_DATA(c), sizeof(cred));
+			*uid_p = cred.uid;
+		}
+	}
+}
+
+/* Receives one datagram on a bound port's unix socket (lid) or on the
+ * process's stat socket (lid NULL): a hand-off (a REQ and its
+ * connection), or softrnic stat's query. */
+static void srn_cm_on_unix(int ufd, struct srn_cm_id *lid)
 {
 	char cbuf[CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(struct ucred))];
-	struct srn_cm_msg m;
-	struct iovec iov = { .iov_base = &m, .iov_len = sizeof(m) };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-	struct ucred cred = { .uid = (uid_t)-1 };
-	struct cmsghdr *c;
+	union {
+		struct srn_cm_msg m;
+		struct srn_cm_stat_hdr stat;
+	} u;
+	struct sockaddr_un from;
+	struct iovec iov = { .iov_base = &u, .iov_len = sizeof(u) };
+	struct msghdr mh = { .msg_name = &from,
+			     .msg_namelen = sizeof(from),
+			     .msg_iov = &iov,
+			     .msg_iovlen = 1 };
+	uid_t uid = (uid_t)-1;
 	int fd = -1;
 	ssize_t n;
 
 	mh.msg_control = cbuf;
 	mh.msg_controllen = sizeof(cbuf);
-	n = recvmsg(lid->unix_fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	n = recvmsg(ufd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 	if (n < 0)
 		return;
-	for (c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-		if (c->cmsg_level != SOL_SOCKET)
-			continue;
-		if (c->cmsg_type == SCM_RIGHTS &&
-		    c->cmsg_len == CMSG_LEN(sizeof(int)) && fd < 0)
-			memcpy(&fd, CMSG_DATA(c), sizeof(int));
-		else if (c->cmsg_type == SCM_CREDENTIALS &&
-			 c->cmsg_len == CMSG_LEN(sizeof(cred)))
-			memcpy(&cred, CMSG_DATA(c), sizeof(cred));
+	srn_cm_unix_cmsgs(&mh, &fd, &uid);
+	if ((mh.msg_flags & MSG_CTRUNC) || (uid != getuid() && uid != 0) ||
+	    (fd >= 0 && !lid)) {
+		if (fd >= 0)
+			close(fd);
+		return; /* another user's: nothing, not even a REJ */
 	}
-	if (fd < 0)
+	if (fd < 0) {
+		if (n >= 4 && u.stat.magic == SRN_CM_STAT_MAGIC)
+			srn_cm_stat_answer(ufd, &u.stat, n, &from,
+					   mh.msg_namelen);
 		return;
-	if ((mh.msg_flags & MSG_CTRUNC) ||
-	    (cred.uid != getuid() && cred.uid != 0) ||
-	    srn_cm_msg_check(&m, n) || m.type != SRN_CM_REQ) {
+	}
+	if (srn_cm_msg_check(&u.m, n) || u.m.type != SRN_CM_REQ)
 		close(fd);
-		return;
-	}
-	if (lid->state != SRN_CMS_LISTEN) /* bound, not listening */
+	else if (lid->state != SRN_CMS_LISTEN) /* bound, not listening */
 		srn_cm_reject_fd(fd, SRN_CM_REJ_INVALID_SERVICE_ID);
-	else if (srn_cm_up->on_req(lid, fd, &m))
+	else if (srn_cm_up->on_req(lid, fd, &u.m))
 		srn_cm_reject_fd(fd, SRN_CM_REJ_CONSUMER_DEFINED);
 }
 
@@ -424,7 +469,9 @@ static void srn_cm_handle(uint64_t data, uint32_t events)
 
 	switch (data & 3) {
 	case SRN_CM_EP_LISTEN:
-		if (srn_cm.lfd >= 0)
+		if (data >> 2 == SRN_CM_EP_STAT_SERIAL)
+			srn_cm_on_unix(srn_cm.stat_fd, NULL);
+		else if (srn_cm.lfd >= 0)
 			srn_cm_on_accept();
 		return;
 	case SRN_CM_EP_PEND:
@@ -433,7 +480,7 @@ static void srn_cm_handle(uint64_t data, uint32_t events)
 	case SRN_CM_EP_UNIX:
 		cid = srn_cm_id_find(data >> 2);
 		if (cid && cid->unix_fd >= 0)
-			srn_cm_on_unix(cid);
+			srn_cm_on_unix(cid->unix_fd, cid);
 		return;
 	default:
 		cid = srn_cm_id_find(data >> 2);
@@ -465,6 +512,33 @@ static void *srn_cm_thread(void *arg)
 	return NULL;
 }
 
+/* The process's stat socket (best effort: softrnic stat then finds this
+ * process only through its bound ports). */
+static void srn_cm_stat_open(void)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct epoll_event ev = { .events = EPOLLIN,
+				  .data.u64 = SRN_CM_EP_STAT_SERIAL << 2 |
+					      SRN_CM_EP_LISTEN };
+	int fd, one = 1, len;
+
+	if (srn_cm.stat_fd >= 0)
+		return;
+	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return;
+	setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one));
+	len = snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1,
+		       SRN_CM_STAT_SOCK_FMT, (int)getpid());
+	if (bind(fd, (struct sockaddr *)&sa,
+		 offsetof(struct sockaddr_un, sun_path) + 1 + len) ||
+	    epoll_ctl(srn_cm.epfd, EPOLL_CTL_ADD, fd, &ev)) {
+		close(fd);
+		return;
+	}
+	srn_cm.stat_fd = fd;
+}
+
 /* Starts the CM thread once (under srn_cm.lock). */
 int srn_cm_svc_start(void)
 {
@@ -478,6 +552,7 @@ int srn_cm_svc_start(void)
 		srn_cm.epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (srn_cm.epfd < 0)
 		return -errno;
+	srn_cm_stat_open();
 	pthread_attr_init(&a);
 	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
 	ret = -pthread_create(&t, &a, srn_cm_thread, NULL);
