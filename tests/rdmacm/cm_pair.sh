@@ -7,7 +7,8 @@
 #       [--port P] [--ready REGEX] --server PROG ARGS... --client PROG ARGS...
 #
 # In the arguments, @PORT@ becomes an rdma_cm port chosen here, @ADDR@
-# the server's address (127.0.0.1, or SRN_PAIR_SERVER_IP) and @GROUP@ an
+# the server's address (127.0.0.1, or SRN_PAIR_SERVER_IP), @CADDR@ the
+# client's (the same, or SRN_PAIR_CLIENT_IP) and @GROUP@ an
 # IPv4 multicast group chosen here (239.255.x.y, one per run). The client
 # starts once the server listens on that port: softrnic's CM has bound the
 # abstract unix socket "softrnic/cm/<port space>/<port>" for it, and the
@@ -131,6 +132,7 @@ subst() {
 	for a in "$@"; do
 		a=${a//@PORT@/$port}
 		a=${a//@GROUP@/$group}
+		a=${a//@CADDR@/${SRN_PAIR_CLIENT_IP:-$addr}}
 		printf '%s\n' "${a//@ADDR@/$addr}"
 	done
 }
