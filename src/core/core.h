@@ -551,8 +551,16 @@ struct srn_swqe {
 	uint8_t rsvd[2];
 	uint32_t xrc_srqn; /* XRC INI: the target SRQ */
 	uint32_t rsvd2;
-	struct ibv_sge sge[]; /* max_sge; inline data follows */
+	struct ibv_sge sge[]; /* max_sge, or inline data in the same space */
 };
+
+/* Where a WQE's inline data is: the space of its SGE list and beyond (an
+ * inline WR has no SGEs), up to the stride; cap.max_inline_data says how
+ * much (srn_sq_init). */
+static inline uint8_t *srn_swqe_inline(struct srn_swqe *w)
+{
+	return (uint8_t *)w->sge;
+}
 
 /*
  * The send queue: [cons, sent) are executed (done, or in flight on a

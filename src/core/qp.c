@@ -42,6 +42,12 @@ static int srn_sq_init(struct srn_qp *qp)
 			qp->cap.max_inline_data;
 
 	sq->stride = SRN_ALIGN_UP(stride, (size_t)64);
+	/* as a device reports it: all the WQE space an inline WR can use
+	 * (its SGE list's too), which may exceed what was asked (Soft-RoCE
+	 * does the same) */
+	stride = sq->stride - offsetof(struct srn_swqe, sge);
+	qp->cap.max_inline_data =
+		(uint32_t)(stride < SRN_MAX_INLINE ? stride : SRN_MAX_INLINE);
 	sq->max_wr = qp->cap.max_send_wr;
 	sq->size = srn_pow2(sq->max_wr ? sq->max_wr : 1);
 	sq->buf = srn_pd_buf_alloc(qp->pd, (size_t)sq->size * sq->stride,

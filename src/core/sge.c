@@ -18,7 +18,7 @@ int srn_local_iov(struct srn_qp *qp, const struct srn_swqe *w, unsigned need,
 	unsigned n = 0;
 
 	if (w->inline_len) {
-		iov[0].iov_base = (void *)&w->sge[qp->cap.max_send_sge];
+		iov[0].iov_base = srn_swqe_inline((struct srn_swqe *)w);
 		iov[0].iov_len = w->inline_len;
 		*n_p = 1;
 		return 0;

@@ -60,7 +60,7 @@ static inline void srn_sq_fill_data(const struct srn_qp *qp, struct srn_swqe *w,
 	uint8_t *inl;
 
 	if (wr->send_flags & IBV_SEND_INLINE) {
-		inl = (uint8_t *)&w->sge[qp->cap.max_send_sge];
+		inl = srn_swqe_inline(w);
 		for (int i = 0; i < wr->num_sge; i++) {
 			memcpy(inl + w->inline_len,
 			       (void *)(uintptr_t)wr->sg_list[i].addr,

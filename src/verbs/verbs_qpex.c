@@ -329,7 +329,7 @@ static void srn_wr_set_inline_data_list(struct ibv_qp_ex *x, size_t n,
 		total += buf[i].length;
 	if (!(op->flags & SRN_OP_INLINE_OK) || total > qp->cap.max_inline_data)
 		return srn_bx_fail(qp, EINVAL);
-	inl = (uint8_t *)&w->sge[qp->cap.max_send_sge];
+	inl = srn_swqe_inline(w);
 	for (size_t i = 0, off = 0; i < n; off += buf[i].length, i++)
 		memcpy(inl + off, buf[i].addr, buf[i].length);
 	w->inline_len = (uint32_t)total;
