@@ -17,6 +17,7 @@ pkgs=(
 	iproute2 procps bc               # ss (run_pair.sh), ps, bc (kill_pair.sh)
 	ucx-utils libfabric-bin          # ucx_perftest, fi_* (benchmarks)
 	openmpi-bin libopenmpi-dev       # mpirun, mpicc: Open MPI over UCX over softrnic
+	libucx-dev                       # UCX's client/server example (its rdmacm CM)
 	clang libclang-rt-14-dev         # libFuzzer (wire parser)
 	iperf3                           # the TCP limit (bench-tcp.sh)
 	dpkg-dev file                    # the .deb: cpack's dpkg-shlibdeps, file
