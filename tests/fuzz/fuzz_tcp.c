@@ -28,6 +28,8 @@
 
 #include "transport/tcp/srn_wire_proto.h"
 
+#include "fuzz_in.h"
+
 #define BUF_LEN 65536
 #define PEER_QPN 1 /* smaller than ours: the peer dials, we accept */
 
@@ -114,26 +116,6 @@ static int setup(void)
 	qa.send_cq = qa.recv_cq = F.cq;
 	F.qp = F.mr ? ibv_create_qp(F.pd, &qa) : NULL;
 	return F.qp ? to_rts() : -1;
-}
-
-/* Reads the input a byte at a time; zeros once it runs out. */
-struct in {
-	const uint8_t *p;
-	size_t n;
-};
-
-static uint32_t take(struct in *in, unsigned bytes)
-{
-	uint32_t v = 0;
-
-	for (unsigned i = 0; i < bytes; i++) {
-		v = v << 8 | (in->n ? *in->p : 0);
-		if (in->n) {
-			in->p++;
-			in->n--;
-		}
-	}
-	return v;
 }
 
 /* One frame from the input: a header with chosen fields and a payload. */

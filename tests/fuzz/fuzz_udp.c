@@ -28,6 +28,8 @@
 
 #include "transport/tcp/srn_udp_proto.h"
 
+#include "fuzz_in.h"
+
 #define NRECV 64
 #define RBUF 4200 /* GRH + the MTU, and some */
 #define QKEY 0x11111111u
@@ -112,26 +114,6 @@ static int setup(void)
 	F.udp = socket(AF_INET, SOCK_DGRAM, 0);
 	F.unx = socket(AF_UNIX, SOCK_DGRAM, 0);
 	return F.udp < 0 || F.unx < 0 ? -1 : 0;
-}
-
-/* Reads the input a byte at a time; zeros once it runs out. */
-struct in {
-	const uint8_t *p;
-	size_t n;
-};
-
-static uint32_t take(struct in *in, unsigned bytes)
-{
-	uint32_t v = 0;
-
-	for (unsigned i = 0; i < bytes; i++) {
-		v = v << 8 | (in->n ? *in->p : 0);
-		if (in->n) {
-			in->p++;
-			in->n--;
-		}
-	}
-	return v;
 }
 
 /* A header from the input: mostly valid, every field sometimes wrong. */
