@@ -382,7 +382,8 @@ int srn_rs_post_data(struct srn_rs *rs, enum srn_rs_msg_kind kind,
 	struct ibv_sge sge;
 	int i, ret;
 
-	memcpy(p, head, head_len);
+	if (head_len)
+		memcpy(p, head, head_len);
 	for (i = 0; i < iovcnt && n < len && n < room; i++) {
 		size_t c = iov[i].iov_len;
 
@@ -390,7 +391,8 @@ int srn_rs_post_data(struct srn_rs *rs, enum srn_rs_msg_kind kind,
 			c = len - n;
 		if (c > room - n)
 			c = room - n;
-		memcpy(p + head_len + n, iov[i].iov_base, c);
+		if (c)
+			memcpy(p + head_len + n, iov[i].iov_base, c);
 		n += c;
 	}
 	sge.addr = (uintptr_t)p;
