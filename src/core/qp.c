@@ -191,7 +191,11 @@ static void srn_qp_init_public(struct srn_qp *qp, struct ibv_qp_init_attr_ex *a)
 	q->srq = a->srq;
 	q->qp_type = a->qp_type;
 	qp->wr_ops = srn_qp_wr_ops(a->qp_type);
-	q->state = IBV_QPS_RESET;
+	/* relaxed: RESET (0) already, from calloc; atomic because the
+	 * QP's control socket may already be served, and the progress
+	 * thread reads the state (pairs with the acquire in srn_qp_state,
+	 * from srn_ctl_conn_verify) */
+	__atomic_store_n(&q->state, IBV_QPS_RESET, __ATOMIC_RELAXED);
 	q->handle = q->qp_num;
 	pthread_mutex_init(&q->mutex, NULL);
 	pthread_cond_init(&q->cond, NULL);
