@@ -136,6 +136,7 @@ struct srn_cm_global {
 	int epfd; /* the CM thread's */
 	bool thread_up;
 	int lfd; /* the host-wide stream listener, -1 */
+	bool accept_paused; /* lfd out of the epoll set for now */
 	int stat_fd; /* "softrnic/cm/pid/<pid>": softrnic stat asks here */
 	int listeners; /* ids listening: the listener's users */
 	struct srn_list pending; /* accepted, REQ not read yet or parked */

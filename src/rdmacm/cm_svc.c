@@ -315,17 +315,38 @@ static void srn_cm_on_pend(uint64_t serial)
 	srn_cm_zfree(p);
 }
 
+/* Stops or resumes taking connections from the stream listener: the
+ * kernel keeps them queued meanwhile (its backlog), so a burst of
+ * connections (cmtime's thousand) waits rather than being reset. */
+static void srn_cm_accept_pause(bool pause)
+{
+	struct epoll_event ev = { .events = pause ? 0 : EPOLLIN,
+				  .data.u64 = SRN_CM_EP_LISTEN };
+
+	if (srn_cm.lfd < 0 || srn_cm.accept_paused == pause)
+		return;
+	if (!epoll_ctl(srn_cm.epfd, EPOLL_CTL_MOD, srn_cm.lfd, &ev))
+		srn_cm.accept_paused = pause;
+}
+
+/* Accepted connections whose REQ is not read yet are capped (silent ones
+ * cost an fd each); at the cap, or out of fds, accepting pauses until
+ * they are fewer (srn_cm_thread). */
 static void srn_cm_on_accept(void)
 {
 	struct srn_cm_pend *p;
 	int fd, one = 1;
 
-	while ((fd = accept4(srn_cm.lfd, NULL, NULL, SOCK_CLOEXEC)) >= 0) {
+	while (srn_cm.npending < SRN_CM_PEND_MAX) {
+		fd = accept4(srn_cm.lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EMFILE || errno == ENFILE)
+				srn_cm_accept_pause(true);
+			return;
+		}
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		p = srn_cm.npending < SRN_CM_PEND_MAX ?
-			    srn_cm_zalloc(sizeof(*p)) :
-			    NULL;
-		if (!p) { /* too many silent connections: not this one */
+		p = srn_cm_zalloc(sizeof(*p));
+		if (!p) {
 			close(fd);
 			continue;
 		}
@@ -340,6 +361,7 @@ static void srn_cm_on_accept(void)
 			srn_cm_zfree(p);
 		}
 	}
+	srn_cm_accept_pause(true);
 }
 
 /* softrnic stat's query (SRN_CM_STAT_MAGIC): this process's ids, sent
@@ -497,7 +519,9 @@ static void *srn_cm_thread(void *arg)
 	(void)arg;
 	for (;;) {
 		n = epoll_wait(srn_cm.epfd, ev, SRN_ARRAY_SIZE(ev),
-			       parked ? SRN_CM_PARK_POLL_MS : -1);
+			       parked || srn_cm.accept_paused ?
+				       SRN_CM_PARK_POLL_MS :
+				       -1);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
@@ -506,6 +530,11 @@ static void *srn_cm_thread(void *arg)
 		for (i = 0; i < n; i++)
 			srn_cm_handle(ev[i].data.u64, ev[i].events);
 		parked = srn_cm_retry_parked();
+		/* paused at the cap: resume at half of it; out of fds: try
+		 * again after SRN_CM_PARK_POLL_MS */
+		if (srn_cm.accept_paused &&
+		    (srn_cm.npending < SRN_CM_PEND_MAX / 2 || !n))
+			srn_cm_accept_pause(false);
 		pthread_mutex_unlock(&srn_cm.lock);
 	}
 	srn_err("rdmacm: the CM thread stops: %s", strerror(errno));
