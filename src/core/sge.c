@@ -80,8 +80,9 @@ void srn_iov_copy(const struct iovec *dst, unsigned nd, const struct iovec *src,
 		size_t dl = dst[di].iov_len - doff, sl = src[si].iov_len - soff;
 		size_t k = dl < sl ? dl : sl;
 
-		memcpy((char *)dst[di].iov_base + doff,
-		       (const char *)src[si].iov_base + soff, k);
+		if (k) /* a zero-length SGE may have no address */
+			memcpy((char *)dst[di].iov_base + doff,
+			       (const char *)src[si].iov_base + soff, k);
 		doff += k;
 		soff += k;
 		if (doff == dst[di].iov_len) {
