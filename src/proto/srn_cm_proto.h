@@ -76,6 +76,7 @@ enum srn_cm_sidr_status {
 #define SRN_CM_PS_IPOIB 0x0002
 #define SRN_CM_QPT_RC 2
 #define SRN_CM_QPT_UD 4
+#define SRN_CM_QPT_XRC_SEND 9 /* an XRC initiator; it connects to a TGT */
 
 struct srn_cm_msg {
 	uint32_t magic; /* SRN_CM_MAGIC */
@@ -152,7 +153,8 @@ static inline int srn_cm_msg_check(const struct srn_cm_msg *m, size_t len)
 		return -EBADMSG;
 	if (m->type == SRN_CM_REQ &&
 	    (!m->dst_port ||
-	     (m->qp_type != SRN_CM_QPT_RC && m->qp_type != SRN_CM_QPT_UD) ||
+	     (m->qp_type != SRN_CM_QPT_RC && m->qp_type != SRN_CM_QPT_UD &&
+	      m->qp_type != SRN_CM_QPT_XRC_SEND) ||
 	     (ps != SRN_CM_PS_STREAM && ps != SRN_CM_PS_IB &&
 	      ps != SRN_CM_PS_UDP && ps != SRN_CM_PS_IPOIB)))
 		return -EBADMSG;

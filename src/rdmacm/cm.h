@@ -143,6 +143,7 @@ struct srn_cm_global {
 	unsigned int npending;
 	struct ibv_context *ctx; /* softrnic0, opened once */
 	struct ibv_pd *pd; /* the default PD */
+	struct ibv_xrcd *xrcd; /* XRC ids' domain, opened on first use */
 	struct ibv_device_attr dev_attr;
 	union ibv_gid gid;
 	enum ibv_mtu mtu;

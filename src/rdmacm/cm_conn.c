@@ -16,6 +16,7 @@
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <assert.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -158,7 +159,8 @@ static int srn_cm_connect_locked(struct srn_cm_id *cid,
 {
 	int ret;
 
-	if (cid->id.qp_type != IBV_QPT_RC && !srn_cm_is_ud(cid))
+	if (cid->id.qp_type != IBV_QPT_RC &&
+	    cid->id.qp_type != IBV_QPT_XRC_SEND && !srn_cm_is_ud(cid))
 		return -EOPNOTSUPP;
 	if (cid->state != SRN_CMS_ROUTE_RESOLVED &&
 	    cid->state != SRN_CMS_ADDR_RESOLVED)
@@ -277,13 +279,26 @@ static void srn_cm_child_addr(struct srn_cm_id *c, struct srn_cm_id *lid,
  * CONNECT_REQUEST on the listener's channel. 0, or -errno (the caller
  * rejects and closes fd).
  */
+static_assert(SRN_CM_QPT_RC == IBV_QPT_RC && SRN_CM_QPT_UD == IBV_QPT_UD &&
+		      SRN_CM_QPT_XRC_SEND == IBV_QPT_XRC_SEND,
+	      "a REQ's qp_type is the verbs value");
+
+/* The QP type a listener must have for a REQ from a QP of this type: an
+ * XRC initiator (INI) connects to a target (TGT) QP, the others to their
+ * own type. */
+static unsigned int srn_cm_peer_qp_type(unsigned int type)
+{
+	return type == IBV_QPT_XRC_SEND ? IBV_QPT_XRC_RECV : type;
+}
+
 static int srn_cm_on_req(struct srn_cm_id *lid, int fd,
 			 const struct srn_cm_msg *m)
 {
 	struct srn_cm_id *c;
 	int one = 1;
 
-	if (lid->pending >= lid->backlog || m->qp_type != lid->id.qp_type)
+	if (lid->pending >= lid->backlog ||
+	    srn_cm_peer_qp_type(m->qp_type) != lid->id.qp_type)
 		return -ECONNREFUSED;
 	c = srn_cm_id_new(lid->sync ? NULL : lid->chan, lid->id.context,
 			  lid->id.ps, lid->id.qp_type);

@@ -397,6 +397,7 @@ static void srn_cm_atfork_child(void)
 	srn_cm.thread_up = false;
 	srn_cm.ctx = NULL; /* the parent's; softrnic refuses its posts here */
 	srn_cm.pd = NULL;
+	srn_cm.xrcd = NULL;
 }
 
 __attribute__((constructor)) static void srn_cm_core_init(void)

@@ -26,7 +26,8 @@ static int srn_cm_ps_ok(enum rdma_port_space ps, enum ibv_qp_type qp_type)
 	case RDMA_PS_TCP:
 	case RDMA_PS_IB:
 		return qp_type == IBV_QPT_RC || qp_type == IBV_QPT_UC ||
-		       qp_type == IBV_QPT_UD;
+		       qp_type == IBV_QPT_UD || qp_type == IBV_QPT_XRC_SEND ||
+		       qp_type == IBV_QPT_XRC_RECV;
 	case RDMA_PS_UDP:
 	case RDMA_PS_IPOIB:
 		return qp_type == IBV_QPT_UD;
@@ -413,7 +414,8 @@ static int srn_cm_listen_locked(struct srn_cm_id *cid, int backlog)
 	struct sockaddr_in any = { .sin_family = AF_INET };
 	int ret;
 
-	if (cid->id.qp_type != IBV_QPT_RC && cid->id.qp_type != IBV_QPT_UD)
+	if (cid->id.qp_type != IBV_QPT_RC && cid->id.qp_type != IBV_QPT_UD &&
+	    cid->id.qp_type != IBV_QPT_XRC_RECV)
 		return -EOPNOTSUPP;
 	if (cid->state == SRN_CMS_IDLE) {
 		ret = srn_cm_bind_locked(cid, (struct sockaddr *)&any);

@@ -12,6 +12,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -184,11 +185,13 @@ static int srn_cm_make_cqs(struct rdma_cm_id *id, uint32_t scqe, uint32_t rcqe)
 	return -ENOMEM;
 }
 
+/* The CQs the library made for the id, once neither its QP nor its SRQ
+ * (an XRC SRQ completes on the id's receive CQ) uses them. */
 static void srn_cm_free_cqs(struct srn_cm_id *cid)
 {
 	struct rdma_cm_id *id = &cid->id;
 
-	if (!cid->own_cqs)
+	if (!cid->own_cqs || id->qp || id->srq)
 		return;
 	if (id->send_cq)
 		ibv_destroy_cq(id->send_cq);
@@ -210,6 +213,36 @@ static struct ibv_pd *srn_cm_default_pd(void)
 		srn_cm.pd = ibv_alloc_pd(srn_cm.ctx);
 	pthread_mutex_unlock(&srn_cm.lock);
 	return srn_cm.pd;
+}
+
+/* The device's XRC domain, as rdma-core's librdmacm keeps one per device
+ * for XRC ids (an anonymous one, open for the life of the process). */
+static struct ibv_xrcd *srn_cm_default_xrcd(void)
+{
+	struct ibv_xrcd_init_attr a = {
+		.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
+		.fd = -1,
+		.oflags = O_CREAT,
+	};
+
+	pthread_mutex_lock(&srn_cm.lock);
+	if (!srn_cm.xrcd && srn_cm.ctx)
+		srn_cm.xrcd = ibv_open_xrcd(srn_cm.ctx, &a);
+	pthread_mutex_unlock(&srn_cm.lock);
+	return srn_cm.xrcd;
+}
+
+/* An id's default CQs, unless it has them. */
+static int srn_cm_want_cqs(struct srn_cm_id *cid, uint32_t scqe, uint32_t rcqe)
+{
+	int ret;
+
+	if (cid->id.send_cq)
+		return 0;
+	ret = srn_cm_make_cqs(&cid->id, scqe, rcqe);
+	if (!ret)
+		cid->own_cqs = true;
+	return ret;
 }
 
 /* The QP is made: INIT (RC), or ready to send (UD). */
@@ -244,16 +277,20 @@ SRN_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *id,
 	}
 	if (!attr->pd || attr->pd->context != id->verbs)
 		return srn_cm_err(-EINVAL);
-	if (id->srq && !attr->srq)
+	if (attr->qp_type == IBV_QPT_XRC_RECV &&
+	    (!(attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) || !attr->xrcd)) {
+		attr->xrcd = srn_cm_default_xrcd();
+		if (!attr->xrcd)
+			return -1;
+		attr->comp_mask |= IBV_QP_INIT_ATTR_XRCD;
+	}
+	if (id->srq && !attr->srq && attr->qp_type != IBV_QPT_XRC_RECV)
 		attr->srq = id->srq;
 	if (!attr->send_cq || !attr->recv_cq) {
-		if (!id->send_cq) {
-			ret = srn_cm_make_cqs(id, attr->cap.max_send_wr,
-					      attr->cap.max_recv_wr);
-			if (ret)
-				return srn_cm_err(ret);
-			cid->own_cqs = true;
-		}
+		ret = srn_cm_want_cqs(cid, attr->cap.max_send_wr,
+				      attr->cap.max_recv_wr);
+		if (ret)
+			return srn_cm_err(ret);
 		if (!attr->send_cq)
 			attr->send_cq = id->send_cq;
 		if (!attr->recv_cq)
@@ -330,12 +367,35 @@ SRN_EXPORT void rdma_destroy_qp(struct rdma_cm_id *id)
 	srn_cm_free_cqs(cid);
 }
 
+/* An XRC SRQ's defaults: the device's XRC domain, the id's receive CQ. */
+static int srn_cm_srq_xrc(struct srn_cm_id *cid,
+			  struct ibv_srq_init_attr_ex *attr)
+{
+	int ret;
+
+	if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) || !attr->xrcd) {
+		attr->xrcd = srn_cm_default_xrcd();
+		if (!attr->xrcd)
+			return -errno;
+	}
+	if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || !attr->cq) {
+		ret = srn_cm_want_cqs(cid, 0, attr->attr.max_wr);
+		if (ret)
+			return ret;
+		attr->cq = cid->id.recv_cq;
+	}
+	attr->comp_mask |= IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+	return 0;
+}
+
 SRN_EXPORT int rdma_create_srq_ex(struct rdma_cm_id *id,
 				  struct ibv_srq_init_attr_ex *attr)
 {
+	struct srn_cm_id *cid = container_of(id, struct srn_cm_id, id);
 	struct ibv_srq *srq;
+	int ret;
 
-	if (!id || !attr || !id->verbs)
+	if (!id || !attr || !id->verbs || id->srq)
 		return srn_cm_err(-EINVAL);
 	if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !attr->pd) {
 		attr->pd = id->pd ? id->pd : srn_cm_default_pd();
@@ -344,11 +404,17 @@ SRN_EXPORT int rdma_create_srq_ex(struct rdma_cm_id *id,
 	if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE))
 		attr->srq_type = IBV_SRQT_BASIC;
 	attr->comp_mask |= IBV_SRQ_INIT_ATTR_TYPE;
-	if (attr->srq_type != IBV_SRQT_BASIC)
-		return srn_cm_err(-EOPNOTSUPP); /* XRC: not offered */
-	srq = ibv_create_srq(attr->pd, (struct ibv_srq_init_attr *)attr);
-	if (!srq)
-		return -1;
+	if (attr->srq_type == IBV_SRQT_XRC) {
+		ret = srn_cm_srq_xrc(cid, attr);
+		if (ret)
+			return srn_cm_err(ret);
+	}
+	srq = ibv_create_srq_ex(id->verbs, attr);
+	if (!srq) {
+		ret = -errno;
+		srn_cm_free_cqs(cid);
+		return srn_cm_err(ret ? ret : -ENOMEM);
+	}
 	id->srq = srq;
 	id->pd = attr->pd;
 	return 0;
@@ -360,13 +426,14 @@ SRN_EXPORT int rdma_create_srq(struct rdma_cm_id *id, struct ibv_pd *pd,
 	struct ibv_srq_init_attr_ex ax;
 	int ret;
 
-	if (!attr)
+	if (!id || !attr)
 		return srn_cm_err(-EINVAL);
 	memset(&ax, 0, sizeof(ax));
 	memcpy(&ax, attr, sizeof(*attr));
 	ax.comp_mask = IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_TYPE;
 	ax.pd = pd;
-	ax.srq_type = IBV_SRQT_BASIC;
+	ax.srq_type = id->qp_type == IBV_QPT_XRC_RECV ? IBV_SRQT_XRC :
+							IBV_SRQT_BASIC;
 	ret = rdma_create_srq_ex(id, &ax);
 	if (!ret)
 		memcpy(attr, &ax, sizeof(*attr));
@@ -379,4 +446,5 @@ SRN_EXPORT void rdma_destroy_srq(struct rdma_cm_id *id)
 		return;
 	ibv_destroy_srq(id->srq);
 	id->srq = NULL;
+	srn_cm_free_cqs(container_of(id, struct srn_cm_id, id));
 }

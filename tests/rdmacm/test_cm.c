@@ -602,6 +602,105 @@ static int t_ep(void)
 	return 0;
 }
 
+/* XRC through rdma_cm: the passive id's QP is an XRC TGT QP and
+ * rdma_create_srq gives it an XRC SRQ of the device's XRC domain, whose
+ * number the accept carries; the client's INI QP sends to that SRQ. */
+static void *xrc_server(void *arg)
+{
+	struct rdma_cm_id *listen = arg, *id;
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 1, .max_sge = 1 } };
+	struct rdma_conn_param p = { 0 };
+	uint32_t srqn, be_srqn;
+	struct ibv_wc wc;
+	char buf[16];
+	struct ibv_mr *mr;
+
+	if (rdma_get_request(listen, &id))
+		return "get_request";
+	if (!id->qp || id->qp->qp_type != IBV_QPT_XRC_RECV)
+		return "the request's QP is not an XRC TGT QP";
+	if (rdma_create_srq(id, NULL, &sa) || !id->srq ||
+	    ibv_get_srq_num(id->srq, &srqn))
+		return "XRC SRQ";
+	be_srqn = htonl(srqn);
+	p.private_data = &be_srqn;
+	p.private_data_len = sizeof(be_srqn);
+	mr = rdma_reg_msgs(id, buf, sizeof(buf));
+	if (!mr || rdma_post_recv(id, NULL, buf, sizeof(buf), mr) ||
+	    rdma_accept(id, &p) || rdma_get_recv_comp(id, &wc) != 1 ||
+	    wc.status || strcmp(buf, "xrc"))
+		return "accept or receive on the SRQ";
+	rdma_disconnect(id);
+	rdma_dereg_mr(mr);
+	rdma_destroy_ep(id);
+	return NULL;
+}
+
+/* A client id of the given QP type connects to port: 0 or -errno. */
+static int xrc_client(const char *port, enum ibv_qp_type type,
+		      struct rdma_cm_id **id_p)
+{
+	struct rdma_addrinfo hints = { .ai_port_space = RDMA_PS_IB,
+				       .ai_qp_type = type },
+			     *res;
+	struct ibv_qp_init_attr a = { .sq_sig_all = 1 };
+
+	a.cap.max_send_wr = a.cap.max_recv_wr = 1;
+	a.cap.max_send_sge = a.cap.max_recv_sge = 1;
+	CHECK(!rdma_getaddrinfo("127.0.0.1", port, &hints, &res));
+	CHECK(!rdma_create_ep(id_p, res, NULL, &a));
+	rdma_freeaddrinfo(res);
+	CHECK((*id_p)->qp && (*id_p)->qp->qp_type == type);
+	return rdma_connect(*id_p, NULL) ? -errno : 0;
+}
+
+static int t_xrc(void)
+{
+	struct rdma_addrinfo hints = { .ai_flags = RAI_PASSIVE,
+				       .ai_port_space = RDMA_PS_IB,
+				       .ai_qp_type = IBV_QPT_XRC_RECV },
+			     *res;
+	struct ibv_qp_init_attr a = { 0 };
+	struct ibv_send_wr wr = { .opcode = IBV_WR_SEND,
+				  .send_flags = IBV_SEND_INLINE };
+	struct ibv_send_wr *bad;
+	struct rdma_cm_id *listen, *id;
+	char port[8], buf[16] = "xrc";
+	struct ibv_sge sge = { (uintptr_t)buf, sizeof(buf), 0 };
+	struct ibv_wc wc;
+	pthread_t t;
+	void *err;
+
+	a.cap.max_send_wr = a.cap.max_recv_wr = 1;
+	a.cap.max_send_sge = a.cap.max_recv_sge = 1;
+	snprintf(port, sizeof(port), "%d", 20000 + getpid() % 10000);
+	CHECK(!rdma_getaddrinfo("127.0.0.1", port, &hints, &res));
+	CHECK(!rdma_create_ep(&listen, res, NULL, &a));
+	rdma_freeaddrinfo(res);
+	CHECK(!rdma_listen(listen, 1));
+	/* an RC initiator is no peer for an XRC TGT: rejected */
+	CHECK(xrc_client(port, IBV_QPT_RC, &id) == -ECONNREFUSED);
+	rdma_destroy_ep(id);
+	CHECK(!pthread_create(&t, NULL, xrc_server, listen));
+	CHECK(!xrc_client(port, IBV_QPT_XRC_SEND, &id));
+	CHECK(id->event && id->event->param.conn.private_data_len >= 4);
+	memcpy(&wr.qp_type.xrc.remote_srqn, id->event->param.conn.private_data,
+	       4);
+	wr.qp_type.xrc.remote_srqn = ntohl(wr.qp_type.xrc.remote_srqn);
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	CHECK(!ibv_post_send(id->qp, &wr, &bad));
+	CHECK(rdma_get_send_comp(id, &wc) == 1 && !wc.status);
+	CHECK(!pthread_join(t, &err));
+	if (err)
+		fprintf(stderr, "xrc server: %s\n", (char *)err);
+	CHECK(!err);
+	rdma_disconnect(id);
+	rdma_destroy_ep(id);
+	rdma_destroy_ep(listen);
+	return 0;
+}
+
 /* UD: a QP made by rdma_create_qp is ready to send (RTS, RDMA_UDP_QKEY). */
 static int make_ud_qp(struct rdma_cm_id *id)
 {
@@ -896,6 +995,7 @@ static const struct {
 	{ "own_qp", t_own_qp },
 	{ "nobody_listening", t_nobody_listening },
 	{ "ep", t_ep },
+	{ "xrc", t_xrc },
 	{ "handoff", t_handoff },
 	{ "bound_only", t_bound_only },
 	{ "sidr", t_sidr },
