@@ -102,6 +102,7 @@ struct srn_cm_id {
 	int fd; /* the CM connection, -1 */
 	bool dialing; /* fd's connect() in progress */
 	uint8_t dials; /* connections tried for this REQ */
+	uint64_t redial_ns; /* CONNECTING between dials: dial again then */
 	uint8_t rx[SRN_CM_MSG_SIZE];
 	size_t rx_len;
 	unsigned int reported, acked; /* events given out / acked */
@@ -141,6 +142,7 @@ struct srn_cm_global {
 	int listeners; /* ids listening: the listener's users */
 	struct srn_list pending; /* accepted, REQ not read yet or parked */
 	unsigned int npending;
+	unsigned int redials; /* ids waiting to dial again (at most) */
 	struct ibv_context *ctx; /* softrnic0, opened once */
 	struct ibv_pd *pd; /* the default PD */
 	struct ibv_xrcd *xrcd; /* XRC ids' domain, opened on first use */
@@ -162,7 +164,9 @@ enum srn_cm_ep_kind {
 
 #define SRN_CM_DEF_RETRY 7
 #define SRN_CM_HANDOFF_MS 500 /* a hand-off waits this long at most */
-#define SRN_CM_DIAL_TRIES 4 /* dials of a REQ whose connection drops */
+#define SRN_CM_DIAL_TRIES 10 /* dials of a REQ whose connection drops */
+#define SRN_CM_REDIAL_MIN_MS 10 /* the first redial waits this long, */
+#define SRN_CM_REDIAL_MAX_MS 200 /* each next one twice, up to this */
 #define SRN_CM_PARK_MS 500 /* a REQ waits this long for its listener */
 #define SRN_CM_PARK_POLL_MS 10 /* and looks for it this often */
 #define SRN_CM_PEND_MAX 512 /* accepted connections without a whole REQ */
@@ -208,6 +212,7 @@ struct srn_cm_up_ops {
 	void (*on_connected)(struct srn_cm_id *cid);
 	int (*on_req)(struct srn_cm_id *lid, int fd,
 		      const struct srn_cm_msg *m);
+	void (*on_tick)(uint64_t now_ns); /* while srn_cm.redials */
 };
 void srn_cm_svc_set_up(const struct srn_cm_up_ops *ops);
 int srn_cm_svc_start(void);

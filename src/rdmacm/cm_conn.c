@@ -217,6 +217,8 @@ static void srn_cm_dial_failed(struct srn_cm_id *cid, int err)
 		srn_cm_queue(cid, cid, RDMA_CM_EVENT_UNREACHABLE, err, NULL);
 }
 
+static void srn_cm_on_lost(struct srn_cm_id *cid, int err);
+
 /* The active side's connection is up (or failed): send the REQ. */
 static void srn_cm_on_connected(struct srn_cm_id *cid)
 {
@@ -227,6 +229,10 @@ static void srn_cm_on_connected(struct srn_cm_id *cid)
 
 	cid->dialing = false;
 	getsockopt(cid->fd, SOL_SOCKET, SO_ERROR, &err, &sl);
+	if (err == ECONNRESET || err == EPIPE) {
+		srn_cm_on_lost(cid, -err); /* taken, then reset: dial again */
+		return;
+	}
 	if (err) {
 		srn_cm_dial_failed(cid, -err);
 		return;
@@ -240,7 +246,7 @@ static void srn_cm_on_connected(struct srn_cm_id *cid)
 	m.ps = htobe16(cid->id.ps);
 	m.qp_type = cid->id.qp_type;
 	if (srn_cm_send(cid, &m))
-		srn_cm_dial_failed(cid, -ECONNRESET);
+		srn_cm_on_lost(cid, -ECONNRESET); /* dial again */
 }
 
 /* Fills a child's addresses from its connection and the REQ. */
@@ -612,6 +618,68 @@ static void srn_cm_on_msg(struct srn_cm_id *cid, const struct srn_cm_msg *m)
 	}
 }
 
+static void srn_cm_unreachable(struct srn_cm_id *cid, int err)
+{
+	cid->state = SRN_CMS_FAILED;
+	srn_cm_queue_act(cid, RDMA_CM_EVENT_UNREACHABLE, err, NULL,
+			 srn_cm_is_ud(cid) ? SRN_CM_ACT_NONE :
+					     SRN_CM_ACT_QP_ERR);
+}
+
+/*
+ * A REQ's connection dropped before any answer: a listener of the CM port
+ * that was closing (the kernel resets what it had queued), or one that
+ * could not hand the REQ on in time (the owner's hand-off queue stayed
+ * full: a loaded host). Dial again after a backoff that doubles, as an IB
+ * CM sends its REQ again after a timeout. false when the tries are spent.
+ */
+static bool srn_cm_redial_later(struct srn_cm_id *cid, int err)
+{
+	unsigned int ms = SRN_CM_REDIAL_MIN_MS;
+
+	if (cid->dials >= SRN_CM_DIAL_TRIES)
+		return false;
+	for (unsigned int i = 1; i < cid->dials && ms < SRN_CM_REDIAL_MAX_MS;
+	     i++)
+		ms *= 2;
+	if (ms > SRN_CM_REDIAL_MAX_MS)
+		ms = SRN_CM_REDIAL_MAX_MS;
+	srn_dbg("rdmacm: REQ's connection lost (%s): dial %u in %u ms",
+		strerror(-err), cid->dials + 1, ms);
+	cid->redial_ns = srn_now_ns() + ms * 1000000ull;
+	srn_cm.redials++;
+	return true;
+}
+
+/* The CM thread's tick while ids wait to dial again (under srn_cm.lock). */
+static void srn_cm_on_tick(uint64_t now_ns)
+{
+	struct srn_list *pos, *tmp;
+	struct srn_cm_id *cid;
+	unsigned int left = 0;
+	int err;
+
+	srn_list_for_each_safe(pos, tmp, &srn_cm.ids) {
+		cid = srn_list_entry(pos, struct srn_cm_id, link);
+		if (!cid->redial_ns)
+			continue;
+		if (cid->state != SRN_CMS_CONNECTING) {
+			cid->redial_ns = 0; /* given up meanwhile */
+			continue;
+		}
+		if (now_ns < cid->redial_ns) {
+			left++;
+			continue;
+		}
+		cid->redial_ns = 0;
+		cid->dials++;
+		err = srn_cm_dial(cid);
+		if (err)
+			srn_cm_unreachable(cid, err);
+	}
+	srn_cm.redials = left; /* ids destroyed while waiting: forgotten */
+}
+
 /* The CM connection closed or broke (under srn_cm.lock). */
 static void srn_cm_on_lost(struct srn_cm_id *cid, int err)
 {
@@ -620,15 +688,9 @@ static void srn_cm_on_lost(struct srn_cm_id *cid, int err)
 	srn_cm_close_conn(cid);
 	switch (s) {
 	case SRN_CMS_CONNECTING:
-		/* dropped before any answer: a listener of the CM port that
-		 * was closing, or that could not hand the REQ on; dial again */
-		if (err != -EPROTO && cid->dials++ < SRN_CM_DIAL_TRIES &&
-		    !srn_cm_dial(cid))
+		if (err != -EPROTO && srn_cm_redial_later(cid, err))
 			break;
-		cid->state = SRN_CMS_FAILED;
-		srn_cm_queue_act(cid, RDMA_CM_EVENT_UNREACHABLE, err, NULL,
-				 srn_cm_is_ud(cid) ? SRN_CM_ACT_NONE :
-						     SRN_CM_ACT_QP_ERR);
+		srn_cm_unreachable(cid, err);
 		break;
 	case SRN_CMS_REP_SENT:
 		cid->state = SRN_CMS_FAILED;
@@ -658,6 +720,7 @@ static const struct srn_cm_up_ops srn_cm_conn_up = {
 	.on_msg = srn_cm_on_msg,
 	.on_lost = srn_cm_on_lost,
 	.on_connected = srn_cm_on_connected,
+	.on_tick = srn_cm_on_tick,
 	.on_req = srn_cm_on_req,
 };
 

@@ -519,7 +519,8 @@ static void *srn_cm_thread(void *arg)
 	(void)arg;
 	for (;;) {
 		n = epoll_wait(srn_cm.epfd, ev, SRN_ARRAY_SIZE(ev),
-			       parked || srn_cm.accept_paused ?
+			       parked || srn_cm.accept_paused ||
+					       srn_cm.redials ?
 				       SRN_CM_PARK_POLL_MS :
 				       -1);
 		if (n < 0 && errno == EINTR)
@@ -530,6 +531,8 @@ static void *srn_cm_thread(void *arg)
 		for (i = 0; i < n; i++)
 			srn_cm_handle(ev[i].data.u64, ev[i].events);
 		parked = srn_cm_retry_parked();
+		if (srn_cm.redials)
+			srn_cm_up->on_tick(srn_now_ns());
 		/* paused at the cap: resume at half of it; out of fds: try
 		 * again after SRN_CM_PARK_POLL_MS */
 		if (srn_cm.accept_paused &&

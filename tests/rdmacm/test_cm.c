@@ -257,6 +257,88 @@ static int t_reject(void)
 	return 0;
 }
 
+/* A second listener on the CM port (same address, SO_REUSEPORT, as
+ * softrnic's) that resets the connections the kernel gives it, up to
+ * RESETS of them: a process whose listener closes with REQs queued. */
+#define RESETS 6
+struct resetter {
+	int fd, resets;
+	volatile int stop;
+};
+
+static void *reset_some(void *arg)
+{
+	struct resetter *r = arg;
+	struct pollfd pf = { .fd = r->fd, .events = POLLIN };
+	struct linger lg = { 1, 0 };
+
+	while (!r->stop && r->resets < RESETS) {
+		int c;
+
+		if (poll(&pf, 1, 50) != 1)
+			continue;
+		c = accept(r->fd, NULL, NULL);
+		if (c < 0)
+			continue;
+		setsockopt(c, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+		close(c); /* RST */
+		r->resets++;
+	}
+	close(r->fd); /* leaves the group; what it had queued is reset */
+	return NULL;
+}
+
+static int resetter_open(struct resetter *r)
+{
+	struct sockaddr_in6 sa = { .sin6_family = AF_INET6 };
+	const char *e = getenv("SOFTRNIC_CM_PORT");
+	int one = 1, zero = 0;
+
+	sa.sin6_port = htons(e ? atoi(e) : 4790);
+	r->fd = socket(AF_INET6, SOCK_STREAM, 0);
+	CHECK(r->fd >= 0);
+	setsockopt(r->fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+	setsockopt(r->fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+	CHECK(!bind(r->fd, (struct sockaddr *)&sa, sizeof(sa)));
+	CHECK(!listen(r->fd, 64));
+	return 0;
+}
+
+/* REQs whose connection is reset before any answer are sent again (after
+ * a backoff), so every one of 20 connections reaches the listener while
+ * another listener of the CM port resets what it gets. */
+static int t_redial(void)
+{
+	struct resetter r = { .fd = -1 };
+	struct side srv = { 0 }, cli = { 0 };
+	struct rdma_cm_event *ev;
+	pthread_t t;
+
+	CHECK(!listen_on(&srv, 0, NULL)); /* softrnic's CM port listener */
+	CHECK(!resetter_open(&r));
+	CHECK(!pthread_create(&t, NULL, reset_some, &r));
+	for (int i = 0; i < 20; i++) {
+		CHECK(!client_to(&cli, srv.port));
+		CHECK(!make_qp(cli.id));
+		CHECK(!rdma_connect(cli.id, NULL));
+		ev = next_event(srv.ch, RDMA_CM_EVENT_CONNECT_REQUEST);
+		CHECK(ev);
+		srv.child = ev->id;
+		rdma_ack_cm_event(ev);
+		CHECK(!rdma_reject(srv.child, NULL, 0));
+		CHECK(!expect(cli.ch, RDMA_CM_EVENT_REJECTED));
+		rdma_destroy_id(srv.child);
+		srv.child = NULL;
+		teardown(&cli);
+	}
+	r.stop = 1;
+	CHECK(!pthread_join(t, NULL));
+	fprintf(stderr, "redial: %d connections reset on the way\n", r.resets);
+	CHECK(r.resets > 0); /* else nothing was tested: the odds are 1e-6 */
+	teardown(&srv);
+	return 0;
+}
+
 /* A port nobody listens on: REJECTED (invalid service id, 8), so a
  * client may retry. First case run: no CM listener in this process. */
 static int t_nobody(void)
@@ -992,6 +1074,7 @@ static const struct {
 	{ "migrate", t_migrate },
 	{ "connect", t_connect },
 	{ "reject", t_reject },
+	{ "redial", t_redial },
 	{ "own_qp", t_own_qp },
 	{ "nobody_listening", t_nobody_listening },
 	{ "ep", t_ep },
