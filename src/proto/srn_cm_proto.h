@@ -4,7 +4,11 @@
  *
  * One stream connection per rdma_cm connection, from the active side to
  * the host's CM port (SRN_CM_PORT_DEFAULT, SOFTRNIC_CM_PORT): REQ, then
- * REP or REJ back, RTU, and later DREQ/DREP either way. Every message is
+ * REP or REJ back, RTU, and later DREQ/DREP either way. A side that waits
+ * for its peer's answer (REP or REJ, RTU, DREP) gives up after
+ * SRN_CM_RESPONSE_MS without a message; a side whose own application has
+ * not answered yet (REQ or REP received) sends MRA every SRN_CM_MRA_MS
+ * meanwhile, as an IB CM sends MRA. Every message is
  * the same fixed-size struct below, integers in network byte order, so a
  * receiver reads exactly SRN_CM_MSG_SIZE bytes and checks them with
  * srn_cm_msg_check before it looks at anything else.
@@ -25,8 +29,10 @@
 #include <stdint.h>
 
 #define SRN_CM_MAGIC 0x4d43534eu /* "NSCM" */
-#define SRN_CM_VERSION 2
+#define SRN_CM_VERSION 3
 #define SRN_CM_PORT_DEFAULT 4790
+#define SRN_CM_RESPONSE_MS 4000 /* about an IB CM's response timeout */
+#define SRN_CM_MRA_MS 1000
 /* abstract name (leading NUL) of a listening rdma_cm port: port space
  * (RDMA_PS_*) and port number */
 #define SRN_CM_SOCK_FMT "softrnic/cm/%u/%u"
@@ -38,6 +44,7 @@ enum srn_cm_msg_type {
 	SRN_CM_REJ = 4,
 	SRN_CM_DREQ = 5,
 	SRN_CM_DREP = 6,
+	SRN_CM_MRA = 7, /* "received; my application has not answered yet" */
 	SRN_CM_MSG_NR,
 };
 

@@ -103,6 +103,8 @@ struct srn_cm_id {
 	bool dialing; /* fd's connect() in progress */
 	uint8_t dials; /* connections tried for this REQ */
 	uint64_t redial_ns; /* CONNECTING between dials: dial again then */
+	uint64_t heard_ns; /* the peer's last message (or the timer's start) */
+	uint64_t mra_ns; /* our last MRA (or the timer's start) */
 	uint8_t rx[SRN_CM_MSG_SIZE];
 	size_t rx_len;
 	unsigned int reported, acked; /* events given out / acked */
@@ -143,6 +145,8 @@ struct srn_cm_global {
 	struct srn_list pending; /* accepted, REQ not read yet or parked */
 	unsigned int npending;
 	unsigned int redials; /* ids waiting to dial again (at most) */
+	unsigned int timed; /* ids with a CM timer running (at most) */
+	int kick_fd; /* eventfd: wakes the CM thread for a new timer */
 	struct ibv_context *ctx; /* softrnic0, opened once */
 	struct ibv_pd *pd; /* the default PD */
 	struct ibv_xrcd *xrcd; /* XRC ids' domain, opened on first use */
@@ -157,9 +161,11 @@ enum srn_cm_ep_kind {
 	SRN_CM_EP_CONN = 0, /* an id's CM connection */
 	SRN_CM_EP_UNIX = 1, /* a listener's hand-off socket */
 	SRN_CM_EP_LISTEN = 2, /* the stream listener (serial 0), the stat
-			       * socket (serial SRN_CM_EP_STAT_SERIAL) */
+			       * socket (serial SRN_CM_EP_STAT_SERIAL),
+			       * the kick eventfd (SRN_CM_EP_KICK_SERIAL) */
 	SRN_CM_EP_PEND = 3, /* an accepted connection, REQ not read */
 #define SRN_CM_EP_STAT_SERIAL 1
+#define SRN_CM_EP_KICK_SERIAL 2
 };
 
 #define SRN_CM_DEF_RETRY 7
@@ -169,11 +175,13 @@ enum srn_cm_ep_kind {
 #define SRN_CM_REDIAL_MAX_MS 200 /* each next one twice, up to this */
 #define SRN_CM_PARK_MS 500 /* a REQ waits this long for its listener */
 #define SRN_CM_PARK_POLL_MS 10 /* and looks for it this often */
+#define SRN_CM_TIMER_TICK_MS 250 /* CM timers' granularity */
 #define SRN_CM_PEND_MAX 512 /* accepted connections without a whole REQ */
 #define SRN_CM_MIN_RNR_TIMER 12
 #define SRN_CM_DEF_TIMEOUT 14
 
 /* cm_core.c */
+void srn_cm_set_state(struct srn_cm_id *cid, enum srn_cm_state next);
 void *srn_cm_zalloc(size_t size);
 void srn_cm_zfree(void *ptr);
 void srn_cm_stat_fill(struct srn_cm_stat_msg *m);
@@ -212,7 +220,8 @@ struct srn_cm_up_ops {
 	void (*on_connected)(struct srn_cm_id *cid);
 	int (*on_req)(struct srn_cm_id *lid, int fd,
 		      const struct srn_cm_msg *m);
-	void (*on_tick)(uint64_t now_ns); /* while srn_cm.redials */
+	/* while srn_cm.redials or srn_cm.timed: redials and CM timers */
+	void (*on_tick)(uint64_t now_ns);
 };
 void srn_cm_svc_set_up(const struct srn_cm_up_ops *ops);
 int srn_cm_svc_start(void);

@@ -180,7 +180,7 @@ static int srn_cm_connect_locked(struct srn_cm_id *cid,
 		return ret;
 	srn_dbg("rdmacm: connect");
 	cid->dials = 1;
-	cid->state = SRN_CMS_CONNECTING;
+	srn_cm_set_state(cid, SRN_CMS_CONNECTING);
 	return 0;
 }
 
@@ -205,7 +205,7 @@ SRN_EXPORT int rdma_connect(struct rdma_cm_id *id,
 static void srn_cm_dial_failed(struct srn_cm_id *cid, int err)
 {
 	srn_cm_close_conn(cid);
-	cid->state = SRN_CMS_FAILED;
+	srn_cm_set_state(cid, SRN_CMS_FAILED);
 	srn_dbg("rdmacm: dial failed: %s", strerror(-err));
 	if (err == -ECONNREFUSED && srn_cm_is_ud(cid))
 		srn_cm_queue(cid, cid, RDMA_CM_EVENT_UNREACHABLE,
@@ -245,6 +245,7 @@ static void srn_cm_on_connected(struct srn_cm_id *cid)
 	m.dst_port = rdma_get_dst_port(&cid->id);
 	m.ps = htobe16(cid->id.ps);
 	m.qp_type = cid->id.qp_type;
+	cid->heard_ns = srn_now_ns(); /* the response timer starts */
 	if (srn_cm_send(cid, &m))
 		srn_cm_on_lost(cid, -ECONNRESET); /* dial again */
 }
@@ -313,7 +314,7 @@ static int srn_cm_on_req(struct srn_cm_id *lid, int fd,
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	c->fd = fd;
 	c->listener = lid;
-	c->state = SRN_CMS_REQ_RCVD;
+	srn_cm_set_state(c, SRN_CMS_REQ_RCVD);
 	c->conn.psn = srn_cm_random24();
 	c->ack_timeout = lid->ack_timeout;
 	c->tos = lid->tos;
@@ -370,10 +371,10 @@ static int srn_cm_accept_locked(struct srn_cm_id *cid,
 	if (srn_cm_is_ud(cid)) {
 		/* the SIDR REP ends the exchange: no RTU, no events here */
 		srn_cm_close_conn(cid);
-		cid->state = SRN_CMS_ESTABLISHED;
+		srn_cm_set_state(cid, SRN_CMS_ESTABLISHED);
 		return 0;
 	}
-	cid->state = SRN_CMS_REP_SENT;
+	srn_cm_set_state(cid, SRN_CMS_REP_SENT);
 	return 0;
 }
 
@@ -415,7 +416,7 @@ SRN_EXPORT int rdma_reject(struct rdma_cm_id *id, const void *private_data,
 		m.pdata_len = private_data_len;
 		srn_cm_send(cid, &m);
 		srn_cm_close_conn(cid);
-		cid->state = SRN_CMS_FAILED;
+		srn_cm_set_state(cid, SRN_CMS_FAILED);
 	}
 	pthread_mutex_unlock(&srn_cm.lock);
 	return srn_cm_err(ret);
@@ -433,7 +434,7 @@ static int srn_cm_send_rtu(struct srn_cm_id *cid)
 	struct srn_cm_msg m;
 
 	srn_cm_msg_init(&m, SRN_CM_RTU);
-	cid->state = SRN_CMS_ESTABLISHED;
+	srn_cm_set_state(cid, SRN_CMS_ESTABLISHED);
 	return srn_cm_send(cid, &m);
 }
 
@@ -453,7 +454,7 @@ SRN_EXPORT int rdma_establish(struct rdma_cm_id *id)
 
 static void srn_cm_disc_event(struct srn_cm_id *cid)
 {
-	cid->state = SRN_CMS_DISCONNECTED;
+	srn_cm_set_state(cid, SRN_CMS_DISCONNECTED);
 	if (cid->disc_reported)
 		return;
 	cid->disc_reported = true;
@@ -477,7 +478,7 @@ static int srn_cm_disconnect_locked(struct srn_cm_id *cid, bool *wait_p)
 			srn_cm_close_conn(cid);
 			srn_cm_disc_event(cid);
 		} else {
-			cid->state = SRN_CMS_DISCONNECTING;
+			srn_cm_set_state(cid, SRN_CMS_DISCONNECTING);
 		}
 		*wait_p = true;
 		return 0;
@@ -512,11 +513,11 @@ static void srn_cm_on_rep(struct srn_cm_id *cid, const struct srn_cm_msg *m)
 	srn_cm_msg_take(cid, m);
 	if (srn_cm_is_ud(cid)) { /* SIDR: the QP is ready since created */
 		srn_cm_close_conn(cid);
-		cid->state = SRN_CMS_ESTABLISHED;
+		srn_cm_set_state(cid, SRN_CMS_ESTABLISHED);
 		srn_cm_queue(cid, cid, RDMA_CM_EVENT_ESTABLISHED, 0, m);
 		return;
 	}
-	cid->state = SRN_CMS_REP_RCVD;
+	srn_cm_set_state(cid, SRN_CMS_REP_RCVD);
 	if (!cid->id.qp) {
 		srn_cm_queue(cid, cid, RDMA_CM_EVENT_CONNECT_RESPONSE, 0, m);
 		return;
@@ -545,7 +546,7 @@ static void srn_cm_act_connect(struct srn_cm_id *cid, struct srn_cm_event *e)
 		rej.reason = htobe16(SRN_CM_REJ_CONSUMER_DEFINED);
 		srn_cm_send(cid, &rej);
 		srn_cm_close_conn(cid);
-		cid->state = SRN_CMS_FAILED;
+		srn_cm_set_state(cid, SRN_CMS_FAILED);
 	}
 	srn_cm_qp_error(cid);
 	e->ev.event = RDMA_CM_EVENT_CONNECT_ERROR;
@@ -570,10 +571,10 @@ static void srn_cm_on_rej(struct srn_cm_id *cid, const struct srn_cm_msg *m)
 	srn_cm_close_conn(cid);
 	if (cid->state == SRN_CMS_REQ_RCVD && cid->listener) {
 		/* rejected before the application saw it: drop quietly */
-		cid->state = SRN_CMS_FAILED;
+		srn_cm_set_state(cid, SRN_CMS_FAILED);
 		return;
 	}
-	cid->state = SRN_CMS_FAILED;
+	srn_cm_set_state(cid, SRN_CMS_FAILED);
 	if (srn_cm_is_ud(cid)) {
 		/* a SIDR REP with a status; the QP stays as it is */
 		srn_cm_queue(cid, cid, RDMA_CM_EVENT_UNREACHABLE,
@@ -593,6 +594,9 @@ static void srn_cm_on_msg(struct srn_cm_id *cid, const struct srn_cm_msg *m)
 	struct srn_cm_msg r;
 	enum srn_cm_state s = cid->state;
 
+	cid->heard_ns = srn_now_ns();
+	if (m->type == SRN_CM_MRA)
+		return; /* the peer lives; its application is slow */
 	if (m->type == SRN_CM_REP && s == SRN_CMS_CONNECTING) {
 		srn_cm_on_rep(cid, m);
 	} else if (m->type == SRN_CM_REJ &&
@@ -600,7 +604,7 @@ static void srn_cm_on_msg(struct srn_cm_id *cid, const struct srn_cm_msg *m)
 		    s == SRN_CMS_REQ_RCVD || s == SRN_CMS_REP_RCVD)) {
 		srn_cm_on_rej(cid, m);
 	} else if (m->type == SRN_CM_RTU && s == SRN_CMS_REP_SENT) {
-		cid->state = SRN_CMS_ESTABLISHED;
+		srn_cm_set_state(cid, SRN_CMS_ESTABLISHED);
 		srn_cm_queue(cid, cid, RDMA_CM_EVENT_ESTABLISHED, 0, m);
 	} else if (m->type == SRN_CM_DREQ &&
 		   (s == SRN_CMS_ESTABLISHED || s == SRN_CMS_REP_SENT ||
@@ -620,7 +624,7 @@ static void srn_cm_on_msg(struct srn_cm_id *cid, const struct srn_cm_msg *m)
 
 static void srn_cm_unreachable(struct srn_cm_id *cid, int err)
 {
-	cid->state = SRN_CMS_FAILED;
+	srn_cm_set_state(cid, SRN_CMS_FAILED);
 	srn_cm_queue_act(cid, RDMA_CM_EVENT_UNREACHABLE, err, NULL,
 			 srn_cm_is_ud(cid) ? SRN_CM_ACT_NONE :
 					     SRN_CM_ACT_QP_ERR);
@@ -651,33 +655,90 @@ static bool srn_cm_redial_later(struct srn_cm_id *cid, int err)
 	return true;
 }
 
-/* The CM thread's tick while ids wait to dial again (under srn_cm.lock). */
+/* A redial that is due (under srn_cm.lock): true while it still waits. */
+static bool srn_cm_redial_run(struct srn_cm_id *cid, uint64_t now_ns)
+{
+	int err;
+
+	if (cid->state != SRN_CMS_CONNECTING) {
+		cid->redial_ns = 0; /* given up meanwhile */
+		return false;
+	}
+	if (now_ns < cid->redial_ns)
+		return true;
+	cid->redial_ns = 0;
+	cid->dials++;
+	err = srn_cm_dial(cid);
+	if (err)
+		srn_cm_unreachable(cid, err);
+	return false;
+}
+
+/* Our application has not answered the peer yet: an MRA now and then. */
+static void srn_cm_mra_run(struct srn_cm_id *cid, uint64_t now_ns)
+{
+	struct srn_cm_msg m;
+
+	if (cid->fd < 0 || now_ns - cid->mra_ns < SRN_CM_MRA_MS * 1000000ull)
+		return;
+	srn_cm_msg_init(&m, SRN_CM_MRA);
+	srn_cm_send(cid, &m); /* a broken connection shows as lost */
+	cid->mra_ns = now_ns;
+}
+
+/*
+ * The CM timer of cid (under srn_cm.lock): a side that waits for its
+ * peer's answer gives up after SRN_CM_RESPONSE_MS of silence (a peer
+ * stopped or gone without a reset); one whose application has not
+ * answered yet sends MRA. false when the id has no timer any more.
+ */
+static bool srn_cm_timer_run(struct srn_cm_id *cid, uint64_t now_ns)
+{
+	bool silent = now_ns - cid->heard_ns > SRN_CM_RESPONSE_MS * 1000000ull;
+
+	switch (cid->state) {
+	case SRN_CMS_CONNECTING:
+		if (cid->fd < 0 || cid->dialing || !silent)
+			return true; /* a dial has its own timeouts */
+		srn_dbg("rdmacm: no answer to the REQ");
+		srn_cm_close_conn(cid);
+		srn_cm_unreachable(cid, -ETIMEDOUT);
+		return false;
+	case SRN_CMS_REP_SENT:
+	case SRN_CMS_DISCONNECTING:
+		if (!silent)
+			return true;
+		srn_dbg("rdmacm: no answer in state %s",
+			srn_cm_state_names[cid->state]);
+		srn_cm_on_lost(cid, -ETIMEDOUT);
+		return false;
+	case SRN_CMS_REQ_RCVD:
+	case SRN_CMS_REP_RCVD:
+		srn_cm_mra_run(cid, now_ns);
+		return cid->fd >= 0;
+	default:
+		return false;
+	}
+}
+
+/* The CM thread's tick while ids wait to dial again or have a CM timer
+ * (under srn_cm.lock). */
 static void srn_cm_on_tick(uint64_t now_ns)
 {
 	struct srn_list *pos, *tmp;
 	struct srn_cm_id *cid;
-	unsigned int left = 0;
-	int err;
+	unsigned int redials = 0, timed = 0;
 
 	srn_list_for_each_safe(pos, tmp, &srn_cm.ids) {
 		cid = srn_list_entry(pos, struct srn_cm_id, link);
-		if (!cid->redial_ns)
-			continue;
-		if (cid->state != SRN_CMS_CONNECTING) {
-			cid->redial_ns = 0; /* given up meanwhile */
-			continue;
-		}
-		if (now_ns < cid->redial_ns) {
-			left++;
-			continue;
-		}
-		cid->redial_ns = 0;
-		cid->dials++;
-		err = srn_cm_dial(cid);
-		if (err)
-			srn_cm_unreachable(cid, err);
+		if (cid->redial_ns && srn_cm_redial_run(cid, now_ns))
+			redials++;
+		else if (srn_cm_timer_run(cid, now_ns))
+			timed++;
 	}
-	srn_cm.redials = left; /* ids destroyed while waiting: forgotten */
+	/* ids destroyed meanwhile are forgotten here */
+	srn_cm.redials = redials;
+	srn_cm.timed = timed;
 }
 
 /* The CM connection closed or broke (under srn_cm.lock). */
@@ -693,16 +754,16 @@ static void srn_cm_on_lost(struct srn_cm_id *cid, int err)
 		srn_cm_unreachable(cid, err);
 		break;
 	case SRN_CMS_REP_SENT:
-		cid->state = SRN_CMS_FAILED;
+		srn_cm_set_state(cid, SRN_CMS_FAILED);
 		srn_cm_queue_act(cid, RDMA_CM_EVENT_CONNECT_ERROR, err, NULL,
 				 SRN_CM_ACT_QP_ERR);
 		break;
 	case SRN_CMS_REQ_RCVD:
-		cid->state = SRN_CMS_FAILED;
+		srn_cm_set_state(cid, SRN_CMS_FAILED);
 		break;
 	case SRN_CMS_REP_RCVD:
 		if (cid->rep_wait) { /* its ESTABLISHED becomes CONNECT_ERROR */
-			cid->state = SRN_CMS_FAILED;
+			srn_cm_set_state(cid, SRN_CMS_FAILED);
 			break;
 		}
 		srn_cm_disc_event(cid);

@@ -15,6 +15,7 @@
  * rdma_get_cm_event skips it.
  */
 #define _GNU_SOURCE
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,6 +62,73 @@ const char *const srn_cm_state_names[SRN_CMS_NR] = {
 	[SRN_CMS_FAILED] = "FAILED",
 };
 
+#define SRN_CMS_BIT(s) (1u << SRN_CMS_##s)
+static_assert(SRN_CMS_NR <= 16, "a state set is a uint16_t");
+/* The moves of the CM state machine: the states each state may go to.
+ * Any state may also go to IDLE (its id is unlinked) and to FAILED. */
+static const uint16_t srn_cm_next[SRN_CMS_NR] = {
+	[SRN_CMS_IDLE] = SRN_CMS_BIT(BOUND) | SRN_CMS_BIT(ADDR_RESOLVED) |
+			 SRN_CMS_BIT(REQ_RCVD),
+	[SRN_CMS_BOUND] = SRN_CMS_BIT(ADDR_RESOLVED) | SRN_CMS_BIT(LISTEN),
+	[SRN_CMS_ADDR_RESOLVED] = SRN_CMS_BIT(ROUTE_RESOLVED) |
+				  SRN_CMS_BIT(CONNECTING),
+	[SRN_CMS_ROUTE_RESOLVED] = SRN_CMS_BIT(ROUTE_RESOLVED) |
+				   SRN_CMS_BIT(CONNECTING),
+	[SRN_CMS_CONNECTING] = SRN_CMS_BIT(REP_RCVD) |
+			       SRN_CMS_BIT(ESTABLISHED), /* SIDR REP */
+	[SRN_CMS_REQ_RCVD] = SRN_CMS_BIT(REP_SENT) |
+			     SRN_CMS_BIT(ESTABLISHED), /* SIDR REP sent */
+	[SRN_CMS_REP_SENT] = SRN_CMS_BIT(ESTABLISHED) |
+			     SRN_CMS_BIT(DISCONNECTING) |
+			     SRN_CMS_BIT(DISCONNECTED),
+	[SRN_CMS_REP_RCVD] = SRN_CMS_BIT(ESTABLISHED) |
+			     SRN_CMS_BIT(DISCONNECTING) |
+			     SRN_CMS_BIT(DISCONNECTED),
+	[SRN_CMS_ESTABLISHED] = SRN_CMS_BIT(DISCONNECTING) |
+				SRN_CMS_BIT(DISCONNECTED),
+	[SRN_CMS_DISCONNECTING] = SRN_CMS_BIT(DISCONNECTED),
+	[SRN_CMS_DISCONNECTED] = SRN_CMS_BIT(DISCONNECTED),
+};
+
+/* The states with a CM timer: waiting for the peer, or for our own
+ * application while the peer waits (cm_conn.c's srn_cm_timer_run). */
+static const uint16_t srn_cm_timed_states =
+	SRN_CMS_BIT(CONNECTING) | SRN_CMS_BIT(REQ_RCVD) |
+	SRN_CMS_BIT(REP_SENT) | SRN_CMS_BIT(REP_RCVD) |
+	SRN_CMS_BIT(DISCONNECTING);
+
+/* A state with a timer was entered: the timer starts now, and the CM
+ * thread, which may sleep for ever, is woken to tick. */
+static void srn_cm_timer_arm(struct srn_cm_id *cid)
+{
+	uint64_t one = 1;
+
+	cid->heard_ns = cid->mra_ns = srn_now_ns();
+	if (!srn_cm.timed++ && srn_cm.kick_fd >= 0 &&
+	    write(srn_cm.kick_fd, &one, sizeof(one)) < 0)
+		srn_dbg("rdmacm: CM thread kick: %s", strerror(errno));
+}
+
+/*
+ * The one writer of an id's CM state (under srn_cm.lock): a move the
+ * table does not have is refused (a bug, said at error level), and a
+ * state with a timer starts it.
+ */
+void srn_cm_set_state(struct srn_cm_id *cid, enum srn_cm_state next)
+{
+	enum srn_cm_state cur = cid->state;
+
+	if (next != SRN_CMS_IDLE && next != SRN_CMS_FAILED &&
+	    !(srn_cm_next[cur] & (1u << next))) {
+		srn_err("rdmacm: id state %s -> %s refused",
+			srn_cm_state_names[cur], srn_cm_state_names[next]);
+		return;
+	}
+	cid->state = next;
+	if (srn_cm_timed_states & (1u << next))
+		srn_cm_timer_arm(cid);
+}
+
 struct srn_cm_global srn_cm = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.ids = SRN_LIST_INIT(srn_cm.ids),
@@ -69,6 +137,7 @@ struct srn_cm_global srn_cm = {
 	.epfd = -1,
 	.lfd = -1,
 	.stat_fd = -1,
+	.kick_fd = -1,
 };
 
 /* -errno -> -1 with errno set, as the rdma_* calls return. */
@@ -382,7 +451,7 @@ static void srn_cm_atfork_child(void)
 		if (cid->unix_fd >= 0)
 			close(cid->unix_fd);
 		cid->fd = cid->unix_fd = -1;
-		cid->state = SRN_CMS_FAILED;
+		srn_cm_set_state(cid, SRN_CMS_FAILED);
 		pthread_cond_init(&cid->cond, NULL);
 	}
 	while (!srn_list_empty(&srn_cm.pending))
@@ -392,8 +461,11 @@ static void srn_cm_atfork_child(void)
 		close(srn_cm.epfd);
 	if (srn_cm.lfd >= 0)
 		close(srn_cm.lfd);
-	srn_cm.epfd = srn_cm.lfd = -1;
+	if (srn_cm.kick_fd >= 0)
+		close(srn_cm.kick_fd);
+	srn_cm.epfd = srn_cm.lfd = srn_cm.kick_fd = -1;
 	srn_cm.listeners = 0;
+	srn_cm.redials = srn_cm.timed = 0;
 	srn_cm.thread_up = false;
 	srn_cm.ctx = NULL; /* the parent's; softrnic refuses its posts here */
 	srn_cm.pd = NULL;

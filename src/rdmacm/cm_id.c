@@ -121,7 +121,7 @@ void srn_cm_id_unlink(struct srn_cm_id *cid)
 	if (cid->unix_fd >= 0)
 		close(cid->unix_fd);
 	cid->unix_fd = -1;
-	cid->state = SRN_CMS_IDLE;
+	srn_cm_set_state(cid, SRN_CMS_IDLE);
 }
 
 SRN_EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
@@ -261,7 +261,7 @@ static int srn_cm_bind_locked(struct srn_cm_id *cid, struct sockaddr *addr)
 	*srn_cm_port_of(src) = htobe16(cid->port);
 	if (!srn_cm_addr_any(addr))
 		srn_cm_id_set_verbs(cid);
-	cid->state = SRN_CMS_BOUND;
+	srn_cm_set_state(cid, SRN_CMS_BOUND);
 	return 0;
 }
 
@@ -345,7 +345,7 @@ static int srn_cm_resolve_locked(struct srn_cm_id *cid, struct sockaddr *src,
 		memcpy(ra->addr.ibaddr.dgid.raw,
 		       &((struct sockaddr_in6 *)dst)->sin6_addr, 16);
 	}
-	cid->state = SRN_CMS_ADDR_RESOLVED;
+	srn_cm_set_state(cid, SRN_CMS_ADDR_RESOLVED);
 	return srn_cm_queue(cid, cid, RDMA_CM_EVENT_ADDR_RESOLVED, 0, NULL);
 }
 
@@ -390,7 +390,7 @@ static int srn_cm_route_locked(struct srn_cm_id *cid)
 	p->numb_path = 1;
 	p->packet_life_time = cid->ack_timeout > 0 ? cid->ack_timeout - 1 : 0;
 	r->num_paths = 1;
-	cid->state = SRN_CMS_ROUTE_RESOLVED;
+	srn_cm_set_state(cid, SRN_CMS_ROUTE_RESOLVED);
 	return srn_cm_queue(cid, cid, RDMA_CM_EVENT_ROUTE_RESOLVED, 0, NULL);
 }
 
@@ -429,7 +429,7 @@ static int srn_cm_listen_locked(struct srn_cm_id *cid, int backlog)
 		return ret;
 	srn_dbg("rdmacm: listen on port %u", cid->port);
 	cid->backlog = backlog > 0 ? backlog : 1024;
-	cid->state = SRN_CMS_LISTEN;
+	srn_cm_set_state(cid, SRN_CMS_LISTEN);
 	return 0;
 }
 

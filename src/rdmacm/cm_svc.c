@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -485,13 +486,24 @@ static void srn_cm_on_conn(struct srn_cm_id *cid, uint32_t events)
 	}
 }
 
+/* The kick eventfd: reset it; the tick after the events does the rest. */
+static void srn_cm_kicked(void)
+{
+	uint64_t v;
+
+	if (read(srn_cm.kick_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		srn_dbg("rdmacm: CM thread kick: %s", strerror(errno));
+}
+
 static void srn_cm_handle(uint64_t data, uint32_t events)
 {
 	struct srn_cm_id *cid;
 
 	switch (data & 3) {
 	case SRN_CM_EP_LISTEN:
-		if (data >> 2 == SRN_CM_EP_STAT_SERIAL)
+		if (data >> 2 == SRN_CM_EP_KICK_SERIAL)
+			srn_cm_kicked();
+		else if (data >> 2 == SRN_CM_EP_STAT_SERIAL)
 			srn_cm_on_unix(srn_cm.stat_fd, NULL);
 		else if (srn_cm.lfd >= 0)
 			srn_cm_on_accept();
@@ -511,6 +523,14 @@ static void srn_cm_handle(uint64_t data, uint32_t events)
 	}
 }
 
+/* How long the CM thread may sleep: for ever when nothing is timed. */
+static int srn_cm_wait_ms(int parked)
+{
+	if (parked || srn_cm.accept_paused || srn_cm.redials)
+		return SRN_CM_PARK_POLL_MS;
+	return srn_cm.timed ? SRN_CM_TIMER_TICK_MS : -1;
+}
+
 static void *srn_cm_thread(void *arg)
 {
 	struct epoll_event ev[16];
@@ -519,10 +539,7 @@ static void *srn_cm_thread(void *arg)
 	(void)arg;
 	for (;;) {
 		n = epoll_wait(srn_cm.epfd, ev, SRN_ARRAY_SIZE(ev),
-			       parked || srn_cm.accept_paused ||
-					       srn_cm.redials ?
-				       SRN_CM_PARK_POLL_MS :
-				       -1);
+			       srn_cm_wait_ms(parked));
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
@@ -531,7 +548,7 @@ static void *srn_cm_thread(void *arg)
 		for (i = 0; i < n; i++)
 			srn_cm_handle(ev[i].data.u64, ev[i].events);
 		parked = srn_cm_retry_parked();
-		if (srn_cm.redials)
+		if (srn_cm.redials || srn_cm.timed)
 			srn_cm_up->on_tick(srn_now_ns());
 		/* paused at the cap: resume at half of it; out of fds: try
 		 * again after SRN_CM_PARK_POLL_MS */
@@ -572,6 +589,27 @@ static void srn_cm_stat_open(void)
 }
 
 /* Starts the CM thread once (under srn_cm.lock). */
+/* The eventfd that wakes the CM thread when a timer starts. */
+static int srn_cm_kick_open(void)
+{
+	struct epoll_event ev = { .events = EPOLLIN,
+				  .data.u64 = SRN_CM_EP_KICK_SERIAL << 2 |
+					      SRN_CM_EP_LISTEN };
+	int fd;
+
+	if (srn_cm.kick_fd >= 0)
+		return 0;
+	fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (fd < 0)
+		return -errno;
+	if (epoll_ctl(srn_cm.epfd, EPOLL_CTL_ADD, fd, &ev)) {
+		close(fd);
+		return -errno;
+	}
+	srn_cm.kick_fd = fd;
+	return 0;
+}
+
 int srn_cm_svc_start(void)
 {
 	pthread_attr_t a;
@@ -585,6 +623,9 @@ int srn_cm_svc_start(void)
 	if (srn_cm.epfd < 0)
 		return -errno;
 	srn_cm_stat_open();
+	ret = srn_cm_kick_open();
+	if (ret)
+		return ret;
 	pthread_attr_init(&a);
 	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
 	ret = -pthread_create(&t, &a, srn_cm_thread, NULL);

@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,7 @@
 #include <rdma/rdma_verbs.h>
 
 static int failures;
+static int timer_peer_fd = -1; /* t_timers: the peer's "established" */
 
 #define CHECK(c)                                                         \
 	do {                                                             \
@@ -574,6 +576,98 @@ static int t_handoff(void)
 	return 0;
 }
 
+/* A peer process for the CM timer cases: it listens on port; with
+ * delay_s it accepts the first request that late and then waits for the
+ * disconnect; without, it does nothing more (the parent stops it). */
+static int timer_child(uint16_t port, int delay_s, int ready_fd)
+{
+	struct side srv = { 0 };
+	struct rdma_cm_event *ev;
+
+	if (listen_on(&srv, port, NULL) || write(ready_fd, "x", 1) != 1)
+		return 1;
+	if (!delay_s)
+		pause();
+	ev = next_event(srv.ch, RDMA_CM_EVENT_CONNECT_REQUEST);
+	if (!ev)
+		return 1;
+	srv.child = ev->id;
+	rdma_ack_cm_event(ev);
+	sleep(delay_s); /* a slow application: its CM sends MRA meanwhile */
+	if (make_qp(srv.child) || rdma_accept(srv.child, NULL) ||
+	    expect(srv.ch, RDMA_CM_EVENT_ESTABLISHED) ||
+	    write(ready_fd, "x", 1) != 1)
+		return 1;
+	pause(); /* stopped, then killed, by the parent */
+	return 0;
+}
+
+static pid_t timer_peer(uint16_t port, int delay_s)
+{
+	int pfd[2];
+	char c;
+	pid_t pid;
+
+	if (pipe(pfd))
+		return -1;
+	pid = fork();
+	if (pid == 0)
+		_exit(timer_child(port, delay_s, pfd[1]));
+	if (pid > 0 && read(pfd[0], &c, 1) != 1)
+		pid = -1;
+	close(pfd[1]);
+	if (delay_s && pid > 0)
+		timer_peer_fd = pfd[0]; /* its second byte: established */
+	else
+		close(pfd[0]);
+	return pid;
+}
+
+/*
+ * CM timers (SRN_CM_RESPONSE_MS, 4 s): a peer whose application takes 6 s
+ * to accept keeps the connection alive with MRAs and it is established;
+ * once that peer is stopped (SIGSTOP: no reset, no answer), a disconnect
+ * still ends in DISCONNECTED; and a REQ to a stopped listener ends in
+ * UNREACHABLE with ETIMEDOUT instead of waiting for ever.
+ */
+static int t_timers(void)
+{
+	uint16_t port = 21000 + getpid() % 9000;
+	struct side cli = { 0 };
+	struct rdma_cm_event *ev;
+	pid_t pid = timer_peer(port, 6);
+	char c;
+
+	CHECK(pid > 0);
+	CHECK(!client_to(&cli, port));
+	CHECK(!make_qp(cli.id));
+	CHECK(!rdma_connect(cli.id, NULL));
+	CHECK(!expect(cli.ch, RDMA_CM_EVENT_ESTABLISHED));
+	CHECK(read(timer_peer_fd, &c, 1) == 1);
+	close(timer_peer_fd);
+	kill(pid, SIGSTOP);
+	CHECK(!rdma_disconnect(cli.id));
+	CHECK(!expect(cli.ch, RDMA_CM_EVENT_DISCONNECTED));
+	teardown(&cli);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+
+	pid = timer_peer(port + 1, 0);
+	CHECK(pid > 0);
+	kill(pid, SIGSTOP);
+	CHECK(!client_to(&cli, port + 1));
+	CHECK(!make_qp(cli.id));
+	CHECK(!rdma_connect(cli.id, NULL));
+	ev = next_event(cli.ch, RDMA_CM_EVENT_UNREACHABLE);
+	CHECK(ev);
+	CHECK(ev->status == -ETIMEDOUT);
+	rdma_ack_cm_event(ev);
+	teardown(&cli);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	return 0;
+}
+
 /* A port bound by another process that does not listen on it: the REQ
  * handed to that process is rejected at once (not left unread there). */
 static int t_bound_only(void)
@@ -1080,6 +1174,7 @@ static const struct {
 	{ "ep", t_ep },
 	{ "xrc", t_xrc },
 	{ "handoff", t_handoff },
+	{ "timers", t_timers },
 	{ "bound_only", t_bound_only },
 	{ "sidr", t_sidr },
 	{ "sidr_reject", t_sidr_reject },
