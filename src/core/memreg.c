@@ -90,11 +90,13 @@ struct srn_chunk {
 };
 
 struct srn_vma {
-	uintptr_t start, end;
+	uintptr_t start, end; /* clipped to the range asked about */
+	uintptr_t vend; /* the VMA's own end */
 	int prot;
 	bool shared;
 	bool ours; /* a mapping of one of our srn-mr memfds */
 	bool stack;
+	bool anon; /* private anonymous memory, not the brk heap */
 	uint64_t off;
 	ino_t ino;
 	char path[256];
@@ -108,6 +110,8 @@ static void srn_vma_classify(struct srn_vma *v)
 	v->ours = v->shared && !strncmp(v->path, "/memfd:" SRN_MR_MEMFD_NAME,
 					strlen("/memfd:" SRN_MR_MEMFD_NAME));
 	v->stack = !strncmp(v->path, "[stack", 6);
+	v->anon = !v->shared && !v->ino &&
+		  (!v->path[0] || !strncmp(v->path, "[anon:", 6));
 }
 
 static int srn_vma_parse(const char *line, struct srn_vma *v)
@@ -222,6 +226,7 @@ static int srn_vma_add(struct srn_vma *v, uintptr_t *cursor, uintptr_t end,
 {
 	if (*n == SRN_MAX_VMAS)
 		return -ENOMEM;
+	v->vend = v->end;
 	if (v->start < *cursor) {
 		v->off += *cursor - v->start;
 		v->start = *cursor;
@@ -699,8 +704,9 @@ static int srn_chunk_create(uintptr_t cursor, uintptr_t limit,
 
 	if (!v)
 		return -EFAULT;
-	if (v->stack ||
-	    srn_on_own_stack(cursor, v->end < limit ? v->end : limit))
+	if (limit > v->vend)
+		limit = v->vend;
+	if (v->stack || srn_on_own_stack(cursor, limit))
 		return -EOPNOTSUPP;
 	if (ro && v->shared && !v->ours)
 		return -EOPNOTSUPP; /* the application's file cannot be sealed */
@@ -708,7 +714,7 @@ static int srn_chunk_create(uintptr_t cursor, uintptr_t limit,
 	if (!c)
 		return -ENOMEM;
 	c->start = cursor;
-	c->len = (v->end < limit ? v->end : limit) - cursor;
+	c->len = limit - cursor;
 	c->prot = v->prot;
 	c->sealed = ro;
 	if (v->shared && !v->ours)
@@ -738,18 +744,55 @@ static bool srn_chunk_valid(const struct srn_chunk *c, const struct srn_vma *v)
 	       v->off == c->file_off0 + (v->start - c->start);
 }
 
+/*
+ * Converting ahead. Each conversion costs a copy and an mmap over the
+ * application's pages, whose TLB shootdown is most of a registration's
+ * time; applications that register many small buffers mostly register them
+ * at consecutive addresses. So a writable chunk that starts where an arena
+ * chunk ends (the registrations walk up through the memory) takes the
+ * following pages of the same anonymous mapping too, twice the length of
+ * the chunk before it up to SRN_AHEAD_MAX: the next registrations there
+ * find their pages converted and cost a lookup. An isolated registration
+ * converts its own pages only. The pages taken ahead are shared like the
+ * MR's (docs/architecture.md, "Memory registration") and go back to
+ * private memory with the chunk, when its last MR goes. Not in the brk
+ * heap: there other threads' mallocs write right past the last block (a
+ * write during the copy would be lost).
+ */
+#define SRN_AHEAD_MAX (2ul << 20)
+
+/* The end of the chunk to create at cursor for a registration up to end
+ * (at least end; no chunk starts in between, and none holds cursor). */
+static uintptr_t srn_chunk_ahead(uintptr_t cursor, uintptr_t end,
+				 const struct srn_vma *v, bool ro)
+{
+	struct srn_chunk *p = cursor ? srn_chunk_find(cursor - 1) : NULL;
+	uintptr_t want;
+
+	if (ro || !v || !v->anon || !p || !p->arena ||
+	    p->start + p->len != cursor)
+		return end;
+	want = p->len < SRN_AHEAD_MAX / 2 ? 2 * p->len : SRN_AHEAD_MAX;
+	if (want > v->vend - cursor)
+		want = v->vend - cursor;
+	if (cursor + want <= end || srn_on_own_stack(cursor, cursor + want))
+		return end;
+	return cursor + want;
+}
+
 static int srn_memreg_piece(struct srn_memreg *reg, uintptr_t *cursor,
 			    uintptr_t end, const struct srn_vma *vmas,
 			    unsigned n, bool ro)
 {
 	struct srn_chunk *c = srn_chunk_find(*cursor);
+	const struct srn_vma *v = srn_vma_at(vmas, n, *cursor);
 	struct srn_mr_piece *p;
 	uintptr_t pend;
 	int err;
 
 	if (reg->npieces == SRN_ARRAY_SIZE(reg->piece))
 		return -ENOMEM;
-	if (c && !srn_chunk_valid(c, srn_vma_at(vmas, n, *cursor))) {
+	if (c && !srn_chunk_valid(c, v)) {
 		srn_chunk_unlist(c); /* stale: MRs may still hold it */
 		c = NULL;
 	}
@@ -758,9 +801,11 @@ static int srn_memreg_piece(struct srn_memreg *reg, uintptr_t *cursor,
 	if (c) {
 		c->refs++;
 	} else {
+		uintptr_t ahead = srn_chunk_ahead(*cursor, end, v, ro);
+
 		err = srn_chunk_create(*cursor,
-				       srn_chunk_next_start(*cursor, end), vmas,
-				       n, ro, &c);
+				       srn_chunk_next_start(*cursor, ahead),
+				       vmas, n, ro, &c);
 		if (err)
 			return err;
 	}
