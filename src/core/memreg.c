@@ -44,6 +44,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -538,12 +539,64 @@ void srn_memreg_set_quiesce(void (*enter)(void), void (*leave)(void))
 	__atomic_store_n(&srn_memreg_enter, enter, __ATOMIC_RELEASE);
 }
 
+#define SRN_SPLICE_PIPE (1 << 20)
+
+/* Moves [from, to) of src through the pipe p into fd at foff + from:
+ * the bytes done (from on error). */
+static size_t srn_pages_splice_pipe(const int p[2], int fd, const char *src,
+				    size_t from, size_t to, uint64_t foff)
+{
+	while (from < to) {
+		struct iovec iov = { (void *)(src + from), to - from };
+		ssize_t k = vmsplice(p[1], &iov, 1, 0);
+		ssize_t done = 0;
+
+		if (k <= 0)
+			return from;
+		while (done < k) {
+			loff_t o = (loff_t)(foff + from + (size_t)done);
+			ssize_t r = splice(p[0], NULL, fd, &o,
+					   (size_t)(k - done), 0);
+
+			if (r <= 0)
+				return from + (size_t)done;
+			done += r;
+		}
+		from += (size_t)k;
+	}
+	return from;
+}
+
+/*
+ * The copy through a pipe: vmsplice takes references to the pages (no
+ * copy through the user addresses) and splice copies them into the file
+ * page by page in the kernel. In a virtual machine whose every access to
+ * user memory from the kernel is costly, ten times faster than pwrite
+ * (docs/BENCHMARKS.md, "Registration"). The bytes done; the caller writes
+ * the rest.
+ */
+static size_t srn_pages_splice(int fd, const void *src, size_t len,
+			       uint64_t foff)
+{
+	int p[2];
+	size_t done;
+
+	if (pipe2(p, O_CLOEXEC))
+		return 0;
+	if (len > 16 * SRN_PAGE)
+		fcntl(p[1], F_SETPIPE_SZ, SRN_SPLICE_PIPE); /* else 64 KiB */
+	done = srn_pages_splice_pipe(p, fd, src, 0, len, foff);
+	close(p[0]);
+	close(p[1]);
+	return done;
+}
+
 /* Writes whole pages into fd. They hold more than the registered buffer
  * (other heap blocks, a sanitizer's redzones between them): the kernel
  * copies them, not an instrumented memcpy. */
 static int srn_pages_write(int fd, const void *src, size_t len, uint64_t foff)
 {
-	size_t off = 0;
+	size_t off = srn_pages_splice(fd, src, len, foff);
 
 	while (off < len) {
 		long k = syscall(SYS_pwrite64, fd, (const char *)src + off,
