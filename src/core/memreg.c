@@ -35,6 +35,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <search.h>
@@ -681,14 +682,23 @@ static int srn_chunk_remap_arena(struct srn_chunk *c)
 	return 0;
 }
 
-/* At most a quarter of the process's descriptors go to sealed chunks;
- * read-only MRs past that are not shared (process_vm_*). */
+/* Under srn_memreg_lock. At most a quarter of the process's descriptors
+ * go to sealed chunks; read-only MRs past that are not shared
+ * (process_vm_*). Once they are full, the limit is read again at every
+ * 64th such MR only (a raised limit is seen a little later). */
 static bool srn_sealed_room(void)
 {
+	static unsigned long quarter = ULONG_MAX; /* until read */
+	static unsigned full_asks;
 	struct rlimit rl;
 
-	return getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur == RLIM_INFINITY ||
-	       srn_nsealed < rl.rlim_cur / 4;
+	if (srn_nsealed >= quarter && full_asks++ % 64)
+		return false;
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur == RLIM_INFINITY)
+		quarter = ULONG_MAX;
+	else
+		quarter = rl.rlim_cur / 4;
+	return srn_nsealed < quarter;
 }
 
 /* A read-only MR's chunk: a memfd of its own, mapped here, then sealed. */
