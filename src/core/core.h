@@ -209,6 +209,8 @@ struct srn_memreg {
 	struct srn_mr_piece piece[16];
 };
 
+/* -EFAULT: not all mapped (or not writable, if need_write); -EOPNOTSUPP
+ * (mapped as asked, but not shareable): peers use process_vm_*. */
 int srn_memreg_get(struct srn_memreg *reg, uintptr_t addr, size_t len,
 		   bool need_write, bool ro);
 void srn_memreg_put(struct srn_memreg *reg);

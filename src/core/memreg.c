@@ -35,6 +35,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <search.h>
@@ -44,6 +45,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -90,11 +92,13 @@ struct srn_chunk {
 };
 
 struct srn_vma {
-	uintptr_t start, end;
+	uintptr_t start, end; /* clipped to the range asked about */
+	uintptr_t vend; /* the VMA's own end */
 	int prot;
 	bool shared;
 	bool ours; /* a mapping of one of our srn-mr memfds */
 	bool stack;
+	bool anon; /* private anonymous memory, not the brk heap */
 	uint64_t off;
 	ino_t ino;
 	char path[256];
@@ -108,6 +112,8 @@ static void srn_vma_classify(struct srn_vma *v)
 	v->ours = v->shared && !strncmp(v->path, "/memfd:" SRN_MR_MEMFD_NAME,
 					strlen("/memfd:" SRN_MR_MEMFD_NAME));
 	v->stack = !strncmp(v->path, "[stack", 6);
+	v->anon = !v->shared && !v->ino &&
+		  (!v->path[0] || !strncmp(v->path, "[anon:", 6));
 }
 
 static int srn_vma_parse(const char *line, struct srn_vma *v)
@@ -222,6 +228,7 @@ static int srn_vma_add(struct srn_vma *v, uintptr_t *cursor, uintptr_t end,
 {
 	if (*n == SRN_MAX_VMAS)
 		return -ENOMEM;
+	v->vend = v->end;
 	if (v->start < *cursor) {
 		v->off += *cursor - v->start;
 		v->start = *cursor;
@@ -533,12 +540,64 @@ void srn_memreg_set_quiesce(void (*enter)(void), void (*leave)(void))
 	__atomic_store_n(&srn_memreg_enter, enter, __ATOMIC_RELEASE);
 }
 
+#define SRN_SPLICE_PIPE (1 << 20)
+
+/* Moves [from, to) of src through the pipe p into fd at foff + from:
+ * the bytes done (from on error). */
+static size_t srn_pages_splice_pipe(const int p[2], int fd, const char *src,
+				    size_t from, size_t to, uint64_t foff)
+{
+	while (from < to) {
+		struct iovec iov = { (void *)(src + from), to - from };
+		ssize_t k = vmsplice(p[1], &iov, 1, 0);
+		ssize_t done = 0;
+
+		if (k <= 0)
+			return from;
+		while (done < k) {
+			loff_t o = (loff_t)(foff + from + (size_t)done);
+			ssize_t r = splice(p[0], NULL, fd, &o,
+					   (size_t)(k - done), 0);
+
+			if (r <= 0)
+				return from + (size_t)done;
+			done += r;
+		}
+		from += (size_t)k;
+	}
+	return from;
+}
+
+/*
+ * The copy through a pipe: vmsplice takes references to the pages (no
+ * copy through the user addresses) and splice copies them into the file
+ * page by page in the kernel. In a virtual machine whose every access to
+ * user memory from the kernel is costly, ten times faster than pwrite
+ * (docs/BENCHMARKS.md, "Registration"). The bytes done; the caller writes
+ * the rest.
+ */
+static size_t srn_pages_splice(int fd, const void *src, size_t len,
+			       uint64_t foff)
+{
+	int p[2];
+	size_t done;
+
+	if (pipe2(p, O_CLOEXEC))
+		return 0;
+	if (len > 16 * SRN_PAGE)
+		fcntl(p[1], F_SETPIPE_SZ, SRN_SPLICE_PIPE); /* else 64 KiB */
+	done = srn_pages_splice_pipe(p, fd, src, 0, len, foff);
+	close(p[0]);
+	close(p[1]);
+	return done;
+}
+
 /* Writes whole pages into fd. They hold more than the registered buffer
  * (other heap blocks, a sanitizer's redzones between them): the kernel
  * copies them, not an instrumented memcpy. */
 static int srn_pages_write(int fd, const void *src, size_t len, uint64_t foff)
 {
-	size_t off = 0;
+	size_t off = srn_pages_splice(fd, src, len, foff);
 
 	while (off < len) {
 		long k = syscall(SYS_pwrite64, fd, (const char *)src + off,
@@ -623,14 +682,23 @@ static int srn_chunk_remap_arena(struct srn_chunk *c)
 	return 0;
 }
 
-/* At most a quarter of the process's descriptors go to sealed chunks;
- * read-only MRs past that are not shared (process_vm_*). */
+/* Under srn_memreg_lock. At most a quarter of the process's descriptors
+ * go to sealed chunks; read-only MRs past that are not shared
+ * (process_vm_*). Once they are full, the limit is read again at every
+ * 64th such MR only (a raised limit is seen a little later). */
 static bool srn_sealed_room(void)
 {
+	static unsigned long quarter = ULONG_MAX; /* until read */
+	static unsigned full_asks;
 	struct rlimit rl;
 
-	return getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur == RLIM_INFINITY ||
-	       srn_nsealed < rl.rlim_cur / 4;
+	if (srn_nsealed >= quarter && full_asks++ % 64)
+		return false;
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur == RLIM_INFINITY)
+		quarter = ULONG_MAX;
+	else
+		quarter = rl.rlim_cur / 4;
+	return srn_nsealed < quarter;
 }
 
 /* A read-only MR's chunk: a memfd of its own, mapped here, then sealed. */
@@ -699,8 +767,9 @@ static int srn_chunk_create(uintptr_t cursor, uintptr_t limit,
 
 	if (!v)
 		return -EFAULT;
-	if (v->stack ||
-	    srn_on_own_stack(cursor, v->end < limit ? v->end : limit))
+	if (limit > v->vend)
+		limit = v->vend;
+	if (v->stack || srn_on_own_stack(cursor, limit))
 		return -EOPNOTSUPP;
 	if (ro && v->shared && !v->ours)
 		return -EOPNOTSUPP; /* the application's file cannot be sealed */
@@ -708,7 +777,7 @@ static int srn_chunk_create(uintptr_t cursor, uintptr_t limit,
 	if (!c)
 		return -ENOMEM;
 	c->start = cursor;
-	c->len = (v->end < limit ? v->end : limit) - cursor;
+	c->len = limit - cursor;
 	c->prot = v->prot;
 	c->sealed = ro;
 	if (v->shared && !v->ours)
@@ -738,18 +807,55 @@ static bool srn_chunk_valid(const struct srn_chunk *c, const struct srn_vma *v)
 	       v->off == c->file_off0 + (v->start - c->start);
 }
 
+/*
+ * Converting ahead. Each conversion costs a copy and an mmap over the
+ * application's pages, whose TLB shootdown is most of a registration's
+ * time; applications that register many small buffers mostly register them
+ * at consecutive addresses. So a writable chunk that starts where an arena
+ * chunk ends (the registrations walk up through the memory) takes the
+ * following pages of the same anonymous mapping too, twice the length of
+ * the chunk before it up to SRN_AHEAD_MAX: the next registrations there
+ * find their pages converted and cost a lookup. An isolated registration
+ * converts its own pages only. The pages taken ahead are shared like the
+ * MR's (docs/architecture.md, "Memory registration") and go back to
+ * private memory with the chunk, when its last MR goes. Not in the brk
+ * heap: there other threads' mallocs write right past the last block (a
+ * write during the copy would be lost).
+ */
+#define SRN_AHEAD_MAX (2ul << 20)
+
+/* The end of the chunk to create at cursor for a registration up to end
+ * (at least end; no chunk starts in between, and none holds cursor). */
+static uintptr_t srn_chunk_ahead(uintptr_t cursor, uintptr_t end,
+				 const struct srn_vma *v, bool ro)
+{
+	struct srn_chunk *p = cursor ? srn_chunk_find(cursor - 1) : NULL;
+	uintptr_t want;
+
+	if (ro || !v || !v->anon || !p || !p->arena ||
+	    p->start + p->len != cursor)
+		return end;
+	want = p->len < SRN_AHEAD_MAX / 2 ? 2 * p->len : SRN_AHEAD_MAX;
+	if (want > v->vend - cursor)
+		want = v->vend - cursor;
+	if (cursor + want <= end || srn_on_own_stack(cursor, cursor + want))
+		return end;
+	return cursor + want;
+}
+
 static int srn_memreg_piece(struct srn_memreg *reg, uintptr_t *cursor,
 			    uintptr_t end, const struct srn_vma *vmas,
 			    unsigned n, bool ro)
 {
 	struct srn_chunk *c = srn_chunk_find(*cursor);
+	const struct srn_vma *v = srn_vma_at(vmas, n, *cursor);
 	struct srn_mr_piece *p;
 	uintptr_t pend;
 	int err;
 
 	if (reg->npieces == SRN_ARRAY_SIZE(reg->piece))
 		return -ENOMEM;
-	if (c && !srn_chunk_valid(c, srn_vma_at(vmas, n, *cursor))) {
+	if (c && !srn_chunk_valid(c, v)) {
 		srn_chunk_unlist(c); /* stale: MRs may still hold it */
 		c = NULL;
 	}
@@ -758,9 +864,11 @@ static int srn_memreg_piece(struct srn_memreg *reg, uintptr_t *cursor,
 	if (c) {
 		c->refs++;
 	} else {
+		uintptr_t ahead = srn_chunk_ahead(*cursor, end, v, ro);
+
 		err = srn_chunk_create(*cursor,
-				       srn_chunk_next_start(*cursor, end), vmas,
-				       n, ro, &c);
+				       srn_chunk_next_start(*cursor, ahead),
+				       vmas, n, ro, &c);
 		if (err)
 			return err;
 	}

@@ -376,7 +376,7 @@ static int srn_mr_attach_memory(struct srn_mr *mr)
 			"needs (read-only and writable MRs over one page): "
 			"peers use process_vm_*",
 			mr->ibmr.addr);
-		return srn_memreg_check(addr, mr->ibmr.length, need_write);
+		return 0; /* the range was found mapped (srn_memreg_get) */
 	}
 	return err ? err : srn_mr_keep_reg(mr, &reg);
 }
