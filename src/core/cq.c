@@ -70,9 +70,17 @@ int srn_cq_view_init(struct srn_cq_view *v, void *seg_addr, size_t seg_size,
 	return 0;
 }
 
-/* The ring's mask for a producer that just read prod (acquire) without
+/*
+ * The ring's mask for a producer that just read prod (acquire) without
  * SRN_CQ_PROD_RESIZING: the view's, or, when the owner resized the ring
- * since, the new one read from the segment and checked. */
+ * since, the new one read from the segment and checked. If the caller's
+ * CAS from that prod then succeeds, no resize began in between, so the
+ * gen it read here is the one published with that prod. The cached pair
+ * (gen, mask) is always read as a pair by one thread: size is acquired
+ * after gen, both stored with release by srn_cq_relayout (size first), so
+ * a pair never holds an older gen with a newer size that a producer could
+ * still use with a successful CAS.
+ */
 static int srn_cq_view_geo(struct srn_cq_view *v, uint32_t *mask_p)
 {
 	/* relaxed: the view's producers only share it as a cache; a stale
@@ -86,15 +94,17 @@ static int srn_cq_view_geo(struct srn_cq_view *v, uint32_t *mask_p)
 		*mask_p = (uint32_t)geo;
 		return 0;
 	}
-	/* relaxed: ordered by the caller's acquire of prod, which pairs
-	 * with the release of prod in srn_cq_relayout */
-	gen = __atomic_load_n(&v->shm->gen, __ATOMIC_RELAXED);
+	/* acquire: pairs with the release of gen in srn_cq_relayout: the
+	 * size read below is at least that generation's (see above) */
+	gen = __atomic_load_n(&v->shm->gen, __ATOMIC_ACQUIRE);
 	if (srn_likely(gen == (uint32_t)(geo >> 32))) {
 		*mask_p = (uint32_t)geo;
 		return 0;
 	}
-	/* relaxed: as gen above */
-	size = __atomic_load_n(&v->shm->size, __ATOMIC_RELAXED);
+	/* acquire: pairs with the release of size in srn_cq_relayout, so
+	 * that a size of a later resize read here happens after every CAS
+	 * that resize's srn_cq_block observed (see above) */
+	size = __atomic_load_n(&v->shm->size, __ATOMIC_ACQUIRE);
 	off = (uint32_t)((char *)v->ring - (char *)v->shm);
 	if (!srn_cq_geo_ok(size, off, v->seg_size))
 		return -EPROTO;
@@ -131,23 +141,38 @@ static void srn_cq_notify(const struct srn_cq_view *v, const struct srn_cqe *c)
 }
 
 #define SRN_CQ_RESIZE_WAIT_NS 2000000000ull /* 2 s */
+/* the owner's wait for reserved slots, shorter: producers blocked by the
+ * resize meanwhile give up only after SRN_CQ_RESIZE_WAIT_NS */
+#define SRN_CQ_PUBLISH_WAIT_NS 1000000000ull /* 1 s */
+
+/* A producer's wait for a resize: its deadline, and the gen it started at */
+struct srn_cq_wait {
+	uint64_t deadline;
+	uint32_t gen;
+};
 
 /* The owner is resizing the ring (*p_p has SRN_CQ_PROD_RESIZING): sleep
- * until it stores the new prod, then *p_p is that. -ETIMEDOUT past the
- * deadline (an owner stopped or dead in the middle of a resize, or a
- * peer that wrote garbage): a producer never waits longer. */
+ * until it stores the new prod, then *p_p is that. The 2 s bound restarts
+ * whenever gen moved (the owner finished a resize, or gave one up: it is
+ * alive, only busy resizing); -ETIMEDOUT past it (an owner stopped or dead
+ * in the middle of a resize, or a peer that wrote garbage). */
 static int srn_cq_wait_resize(struct srn_cq_view *v, uint64_t *p_p,
-			      uint64_t *deadline_p)
+			      struct srn_cq_wait *w)
 {
 	uint64_t now = srn_now_ns();
 	/* the high half of prod, where the flag is (little-endian) */
 	uint32_t *hi = (uint32_t *)&v->shm->prod + 1;
+	/* relaxed: only compared, a sign of the owner's progress; the
+	 * geometry is read after the acquire of prod (srn_cq_view_geo) */
+	uint32_t gen = __atomic_load_n(&v->shm->gen, __ATOMIC_RELAXED);
 
-	if (!*deadline_p)
-		*deadline_p = now + SRN_CQ_RESIZE_WAIT_NS;
-	if (now >= *deadline_p)
+	if (!w->deadline || gen != w->gen) {
+		w->deadline = now + SRN_CQ_RESIZE_WAIT_NS;
+		w->gen = gen;
+	}
+	if (now >= w->deadline)
 		return -ETIMEDOUT;
-	srn_futex_wait_shared(hi, (uint32_t)(*p_p >> 32), *deadline_p - now);
+	srn_futex_wait_shared(hi, (uint32_t)(*p_p >> 32), w->deadline - now);
 	/* acquire: pairs with the release of prod in srn_cq_relayout (or
 	 * srn_cq_unblock), so the new geometry is visible */
 	*p_p = __atomic_load_n(&v->shm->prod, __ATOMIC_ACQUIRE);
@@ -176,7 +201,7 @@ static int srn_cq_reserve(struct srn_cq_view *v, uint64_t *p_p,
 	/* acquire: pairs with the release of prod in srn_cq_relayout (the
 	 * geometry read by srn_cq_view_geo) */
 	uint64_t p = __atomic_load_n(&shm->prod, __ATOMIC_ACQUIRE);
-	uint64_t deadline = 0;
+	struct srn_cq_wait w = { 0, 0 };
 	uint32_t mask;
 	int err;
 
@@ -186,7 +211,7 @@ static int srn_cq_reserve(struct srn_cq_view *v, uint64_t *p_p,
 		uint64_t c = __atomic_load_n(&v->cons_seen, __ATOMIC_RELAXED);
 
 		if (srn_unlikely(p & SRN_CQ_PROD_RESIZING)) {
-			err = srn_cq_wait_resize(v, &p, &deadline);
+			err = srn_cq_wait_resize(v, &p, &w);
 			if (err)
 				return srn_cq_overflowed(v, -ENOSPC);
 			continue;
@@ -472,10 +497,26 @@ static int srn_cq_block(struct srn_cq *cq, uint64_t *x_p)
 	return 0;
 }
 
-/* Opens reservations again at position p and wakes the producers that
- * sleep in srn_cq_wait_resize (any process). */
+/* Opens reservations again at position p with a new generation (after a
+ * resize, or a resize given up: waiting producers see the owner moves)
+ * and wakes the producers that sleep in srn_cq_wait_resize (any
+ * process). */
 static void srn_cq_unblock(struct srn_cq *cq, uint64_t p)
 {
+	/* relaxed: the owner's own view, written only here (its gen is the
+	 * owner's count of generations) */
+	uint32_t gen =
+		(uint32_t)(__atomic_load_n(&cq->local.geo, __ATOMIC_RELAXED) >>
+			   32) +
+		1;
+
+	/* relaxed: the release of prod below publishes it to this
+	 * process's producers (srn_cq_view_geo) */
+	__atomic_store_n(&cq->local.geo, (uint64_t)gen << 32 | cq->mask,
+			 __ATOMIC_RELAXED);
+	/* release: pairs with the acquire of gen in srn_cq_view_init and
+	 * srn_cq_view_geo (size, stored before, comes with it) */
+	__atomic_store_n(&cq->shm->gen, gen, __ATOMIC_RELEASE);
 	/* release: pairs with the acquire of prod in srn_cq_reserve and
 	 * srn_cq_wait_resize: the ring, cons, size and gen come first */
 	__atomic_store_n(&cq->shm->prod, p, __ATOMIC_RELEASE);
@@ -484,7 +525,7 @@ static void srn_cq_unblock(struct srn_cq *cq, uint64_t p)
 
 /* Waits until every slot reserved below x is published: its producer is
  * copying 64 bytes, it holds no lock and waits for nothing, so this
- * sleeps briefly (backoff from 1 us). -EAGAIN after 2 s: a producer
+ * sleeps briefly (backoff from 1 us). -EAGAIN after 1 s: a producer
  * stopped or dead between its reservation and its tag (poll_cq skips the
  * slot of a dead one, srn_cq_repair; the application may try again). */
 static int srn_cq_wait_published(struct srn_cq *cq, uint64_t x)
@@ -504,7 +545,7 @@ static int srn_cq_wait_published(struct srn_cq *cq, uint64_t x)
 		}
 		now = srn_now_ns();
 		if (!deadline)
-			deadline = now + SRN_CQ_RESIZE_WAIT_NS;
+			deadline = now + SRN_CQ_PUBLISH_WAIT_NS;
 		if (now >= deadline)
 			return -EAGAIN;
 		nanosleep(&ts, NULL);
@@ -544,11 +585,6 @@ static int srn_cq_relayout(struct srn_cq *cq, uint64_t x, uint32_t size)
 {
 	uint64_t n = x - cq->cons, base = srn_cq_new_base(x, size);
 	uint32_t old = cq->mask + 1;
-	/* relaxed: the owner's own view, written only here */
-	uint32_t gen =
-		(uint32_t)(__atomic_load_n(&cq->local.geo, __ATOMIC_RELAXED) >>
-			   32) +
-		1;
 	struct srn_cqe *tmp = NULL;
 
 	if (n && !(tmp = malloc(n * sizeof(*tmp))))
@@ -570,14 +606,8 @@ static int srn_cq_relayout(struct srn_cq *cq, uint64_t x, uint32_t size)
 	cq->mask = size - 1;
 	/* release: pairs with the acquire of cons in srn_cq_reserve */
 	__atomic_store_n(&cq->shm->cons, base, __ATOMIC_RELEASE);
-	/* relaxed: published by the release of gen just below */
-	__atomic_store_n(&cq->shm->size, size, __ATOMIC_RELAXED);
-	/* release: pairs with the acquire of gen in srn_cq_view_init */
-	__atomic_store_n(&cq->shm->gen, gen, __ATOMIC_RELEASE);
-	/* relaxed: the release of prod in srn_cq_unblock publishes it to
-	 * this process's producers (srn_cq_view_geo) */
-	__atomic_store_n(&cq->local.geo, (uint64_t)gen << 32 | (size - 1),
-			 __ATOMIC_RELAXED);
+	/* release: pairs with the acquire of size in srn_cq_view_geo */
+	__atomic_store_n(&cq->shm->size, size, __ATOMIC_RELEASE);
 	cq->ibcq.cqe = (int)size;
 	srn_cq_unblock(cq, base + n);
 	return 0;
@@ -595,6 +625,15 @@ int srn_cq_resize(struct srn_cq *cq, int cqe)
 		return -EINVAL;
 	size = srn_roundup_pow2((uint32_t)cqe);
 	srn_lock(&cq->lock);
+	/* acquire: pairs with the CAS of prod in srn_cq_reserve. Too many
+	 * already: no need to stop the producers to say so */
+	if ((__atomic_load_n(&cq->shm->prod, __ATOMIC_ACQUIRE) &
+	     ~SRN_CQ_PROD_RESIZING) -
+		    cq->cons >
+	    size) {
+		err = -EINVAL;
+		goto out;
+	}
 	err = srn_cq_block(cq, &x);
 	if (err)
 		goto out;
