@@ -33,6 +33,7 @@
 #define SRN_MAX_INLINE 256
 #define SRN_MAX_CQ 4096
 #define SRN_MAX_CQE ((1 << 22) - 1) /* a sparse memfd: pages on use */
+static_assert(SRN_MAX_CQE + 1 == SRN_CQ_MAX_ENTRIES, "CQ segment size");
 #define SRN_MAX_MR (1u << 20) /* MRs: TPT indexes from 2^14 */
 #define SRN_MAX_MW ((1u << SRN_MW_INDEX_BITS) - 1) /* windows: below */
 #define SRN_MAX_MR_SIZE (1ull << 40)
@@ -343,8 +344,14 @@ struct srn_comp_channel {
 /* A producer's view of some CQ: ours or a peer's. */
 struct srn_cq_view {
 	struct srn_cq_shm *shm;
-	struct srn_cqe *ring;
-	uint32_t mask;
+	struct srn_cqe *ring; /* at cqe_off: never moves */
+	size_t seg_size;
+	/* the ring's geometry, (gen << 32) | mask, read and replaced whole
+	 * (relaxed atomics: producers of this process share the view) */
+	uint64_t geo;
+	/* the owner's own view: its geometry comes from srn_cq_relayout,
+	 * never from the segment a peer could write */
+	bool owner;
 	int chan_fd; /* eventfd of the owner's channel, -1 if none */
 	int kick_fd; /* owner's progress kick, for overflow */
 	/* last cons read: a lower bound, so the free space it implies is
@@ -386,6 +393,7 @@ static inline struct srn_cq *to_scq(struct ibv_cq *c)
 int srn_cq_view_init(struct srn_cq_view *v, void *seg_addr, size_t seg_size,
 		     int chan_fd, int kick_fd);
 int srn_cq_post(struct srn_cq_view *v, const struct srn_cqe *cqe);
+int srn_cq_resize(struct srn_cq *cq, int cqe);
 int srn_cq_create(struct ibv_context *context, int cqe, void *cq_context,
 		  struct ibv_comp_channel *channel, int comp_vector,
 		  struct srn_cq **cq_p);

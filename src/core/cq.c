@@ -10,10 +10,16 @@
  * CQE when its owner_seq matches, and publishes cons so producers see the
  * free space. No lock is shared between producers; no system call is
  * made unless the CQ is armed and has a completion channel.
+ *
+ * ibv_resize_cq re-lays the ring inside the same segment, which every
+ * process maps whole (sized for the largest ring): see "Resize" below.
  */
+#define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/core.h"
@@ -27,26 +33,85 @@ static uint32_t srn_roundup_pow2(uint32_t v)
 	return r;
 }
 
+/* A ring of size entries at off fits the segment? */
+static bool srn_cq_geo_ok(uint32_t size, uint32_t off, size_t seg_size)
+{
+	return size && !(size & (size - 1)) && size <= SRN_CQ_MAX_ENTRIES &&
+	       off >= sizeof(struct srn_cq_shm) && off % 64 == 0 &&
+	       (uint64_t)off + (uint64_t)size * sizeof(struct srn_cqe) <=
+		       seg_size;
+}
+
 int srn_cq_view_init(struct srn_cq_view *v, void *seg_addr, size_t seg_size,
 		     int chan_fd, int kick_fd)
 {
 	struct srn_cq_shm *shm = seg_addr;
-	/* relaxed: the owner wrote the geometry before it passed the
-	 * segment (the socket orders that); a peer may change it since, so
-	 * it is read once and checked here */
+	/* acquire: pairs with the release of gen in srn_cq_relayout, so
+	 * size is at least as new as gen (an older gen with a newer size is
+	 * caught by srn_cq_view_geo) */
+	uint32_t gen = __atomic_load_n(&shm->gen, __ATOMIC_ACQUIRE);
+	/* relaxed: ordered by the acquire of gen above; the owner wrote
+	 * cqe_off before it passed the segment (the socket orders that). A
+	 * peer may change them since, so they are read once and checked */
 	uint32_t size = __atomic_load_n(&shm->size, __ATOMIC_RELAXED);
+	/* relaxed: as size */
 	uint32_t off = __atomic_load_n(&shm->cqe_off, __ATOMIC_RELAXED);
 
-	if (!size || (size & (size - 1)) || size > SRN_MAX_CQE + 1 ||
-	    off < sizeof(*shm) || off % 64 ||
-	    (uint64_t)off + (uint64_t)size * sizeof(struct srn_cqe) > seg_size)
+	if (!srn_cq_geo_ok(size, off, seg_size))
 		return -EPROTO;
 	v->shm = shm;
 	v->ring = (struct srn_cqe *)((char *)seg_addr + off);
-	v->mask = size - 1;
+	v->seg_size = seg_size;
+	v->geo = (uint64_t)gen << 32 | (size - 1);
+	v->owner = false;
 	v->chan_fd = chan_fd;
 	v->kick_fd = kick_fd;
 	v->cons_seen = 0;
+	return 0;
+}
+
+/*
+ * The ring's mask for a producer that just read prod (acquire) without
+ * SRN_CQ_PROD_RESIZING: the view's, or, when the owner resized the ring
+ * since, the new one read from the segment and checked. If the caller's
+ * CAS from that prod then succeeds, no resize began in between, so the
+ * gen it read here is the one published with that prod. The cached pair
+ * (gen, mask) is always read as a pair by one thread: size is acquired
+ * after gen, both stored with release by srn_cq_relayout (size first), so
+ * a pair never holds an older gen with a newer size that a producer could
+ * still use with a successful CAS.
+ */
+static int srn_cq_view_geo(struct srn_cq_view *v, uint32_t *mask_p)
+{
+	/* relaxed: the view's producers only share it as a cache; a stale
+	 * value is caught by the gen check below */
+	uint64_t geo = __atomic_load_n(&v->geo, __ATOMIC_RELAXED);
+	uint32_t gen, size, off;
+
+	if (v->owner) {
+		/* written by srn_cq_relayout before its release of prod,
+		 * which the caller's acquire of prod pairs with */
+		*mask_p = (uint32_t)geo;
+		return 0;
+	}
+	/* acquire: pairs with the release of gen in srn_cq_relayout: the
+	 * size read below is at least that generation's (see above) */
+	gen = __atomic_load_n(&v->shm->gen, __ATOMIC_ACQUIRE);
+	if (srn_likely(gen == (uint32_t)(geo >> 32))) {
+		*mask_p = (uint32_t)geo;
+		return 0;
+	}
+	/* acquire: pairs with the release of size in srn_cq_relayout, so
+	 * that a size of a later resize read here happens after every CAS
+	 * that resize's srn_cq_block observed (see above) */
+	size = __atomic_load_n(&v->shm->size, __ATOMIC_ACQUIRE);
+	off = (uint32_t)((char *)v->ring - (char *)v->shm);
+	if (!srn_cq_geo_ok(size, off, v->seg_size))
+		return -EPROTO;
+	/* relaxed: a cache (see above) */
+	__atomic_store_n(&v->geo, (uint64_t)gen << 32 | (size - 1),
+			 __ATOMIC_RELAXED);
+	*mask_p = size - 1;
 	return 0;
 }
 
@@ -75,54 +140,115 @@ static void srn_cq_notify(const struct srn_cq_view *v, const struct srn_cqe *c)
 		srn_channel_signal(v->chan_fd);
 }
 
-/* Posts one CQE; -ENOSPC (and the overflow flag) when the ring is full. */
-/* Reserves a slot for a producer: 0 with its position in *p_p, or
- * -ENOSPC (overflow flagged, the owner kicked). */
-static int srn_cq_reserve(struct srn_cq_view *v, uint64_t *p_p)
+#define SRN_CQ_RESIZE_WAIT_NS 2000000000ull /* 2 s */
+/* the owner's wait for reserved slots, shorter: producers blocked by the
+ * resize meanwhile give up only after SRN_CQ_RESIZE_WAIT_NS */
+#define SRN_CQ_PUBLISH_WAIT_NS 1000000000ull /* 1 s */
+
+/* A producer's wait for a resize: its deadline, and the gen it started at */
+struct srn_cq_wait {
+	uint64_t deadline;
+	uint32_t gen;
+};
+
+/* The owner is resizing the ring (*p_p has SRN_CQ_PROD_RESIZING): sleep
+ * until it stores the new prod, then *p_p is that. The 2 s bound restarts
+ * whenever gen moved (the owner finished a resize, or gave one up: it is
+ * alive, only busy resizing); -ETIMEDOUT past it (an owner stopped or dead
+ * in the middle of a resize, or a peer that wrote garbage). */
+static int srn_cq_wait_resize(struct srn_cq_view *v, uint64_t *p_p,
+			      struct srn_cq_wait *w)
+{
+	uint64_t now = srn_now_ns();
+	/* the high half of prod, where the flag is (little-endian) */
+	uint32_t *hi = (uint32_t *)&v->shm->prod + 1;
+	/* relaxed: only compared, a sign of the owner's progress; the
+	 * geometry is read after the acquire of prod (srn_cq_view_geo) */
+	uint32_t gen = __atomic_load_n(&v->shm->gen, __ATOMIC_RELAXED);
+
+	if (!w->deadline || gen != w->gen) {
+		w->deadline = now + SRN_CQ_RESIZE_WAIT_NS;
+		w->gen = gen;
+	}
+	if (now >= w->deadline)
+		return -ETIMEDOUT;
+	srn_futex_wait_shared(hi, (uint32_t)(*p_p >> 32), w->deadline - now);
+	/* acquire: pairs with the release of prod in srn_cq_relayout (or
+	 * srn_cq_unblock), so the new geometry is visible */
+	*p_p = __atomic_load_n(&v->shm->prod, __ATOMIC_ACQUIRE);
+	return 0;
+}
+
+/* The ring is full (or the owner never finished a resize): flag the
+ * overflow, kick the owner. */
+static int srn_cq_overflowed(struct srn_cq_view *v, int err)
+{
+	/* release: pairs with the acquire in srn_cq_check_overflow (the flag
+	 * publishes nothing else) */
+	__atomic_store_n(&v->shm->overflow, 1, __ATOMIC_RELEASE);
+	if (v->kick_fd >= 0)
+		srn_kick_fd(v->kick_fd);
+	return err;
+}
+
+/* Reserves a slot for a producer: 0 with its position in *p_p and the
+ * ring's mask for it in *mask_p, or -ENOSPC (overflow flagged, the owner
+ * kicked), or -EPROTO (the segment's geometry is garbage). */
+static int srn_cq_reserve(struct srn_cq_view *v, uint64_t *p_p,
+			  uint32_t *mask_p)
 {
 	struct srn_cq_shm *shm = v->shm;
-	/* relaxed: only the CAS's first guess; the CAS below re-reads prod */
-	uint64_t p = __atomic_load_n(&shm->prod, __ATOMIC_RELAXED);
+	/* acquire: pairs with the release of prod in srn_cq_relayout (the
+	 * geometry read by srn_cq_view_geo) */
+	uint64_t p = __atomic_load_n(&shm->prod, __ATOMIC_ACQUIRE);
+	struct srn_cq_wait w = { 0, 0 };
+	uint32_t mask;
+	int err;
 
 	for (;;) {
 		/* relaxed: a hint shared by this process's producers, a lower
 		 * bound of cons; the acquire of cons below is what orders */
 		uint64_t c = __atomic_load_n(&v->cons_seen, __ATOMIC_RELAXED);
 
+		if (srn_unlikely(p & SRN_CQ_PROD_RESIZING)) {
+			err = srn_cq_wait_resize(v, &p, &w);
+			if (err)
+				return srn_cq_overflowed(v, -ENOSPC);
+			continue;
+		}
+		err = srn_cq_view_geo(v, &mask);
+		if (err)
+			return err;
 		if (srn_unlikely((int64_t)(p - c) < 0)) {
 			/* another producer saw cons past our stale guess of
 			 * prod: guess again (p - c would wrap and look full).
-			 * relaxed: only the CAS's guess, as above */
-			p = __atomic_load_n(&shm->prod, __ATOMIC_RELAXED);
+			 * acquire: pairs with the release of prod in
+			 * srn_cq_relayout, as above */
+			p = __atomic_load_n(&shm->prod, __ATOMIC_ACQUIRE);
 			continue;
 		}
-		if (p - c > v->mask) {
+		if (p - c > mask) {
 			/* the known space is used up: read cons, a line the
 			 * owner writes. acquire: pairs with the release of
-			 * cons in srn_cq_drain (and srn_cq_repair), so its
-			 * reads of the slots are over. relaxed: cons_seen is
-			 * only a hint (see above) */
+			 * cons in srn_cq_drain (and srn_cq_repair,
+			 * srn_cq_relayout), so its reads of the slots are
+			 * over. relaxed: cons_seen is only a hint (see above) */
 			c = __atomic_load_n(&shm->cons, __ATOMIC_ACQUIRE);
 			__atomic_store_n(&v->cons_seen, c, __ATOMIC_RELAXED);
 		}
-		if (p - c > v->mask) {
-			/* release: pairs with the acquire in
-			 * srn_cq_check_overflow (the flag publishes nothing
-			 * else) */
-			__atomic_store_n(&shm->overflow, 1, __ATOMIC_RELEASE);
-			if (v->kick_fd >= 0)
-				srn_kick_fd(v->kick_fd);
-			return -ENOSPC;
-		}
-		/* acq_rel: pairs with this CAS in other producers' srn_cq_post
-		 * and with the acquire of prod in srn_cq_repair; relaxed on
-		 * failure: p is the new guess, the space is checked again */
+		if (p - c > mask)
+			return srn_cq_overflowed(v, -ENOSPC);
+		/* acq_rel: pairs with this CAS in other producers' srn_cq_post,
+		 * with the acquire of prod in srn_cq_repair and with the CAS
+		 * in srn_cq_block; acquire on failure: p is the new guess and
+		 * may be the one srn_cq_relayout released with a new ring */
 		if (__atomic_compare_exchange_n(&shm->prod, &p, p + 1, true,
 						__ATOMIC_ACQ_REL,
-						__ATOMIC_RELAXED))
+						__ATOMIC_ACQUIRE))
 			break;
 	}
 	*p_p = p;
+	*mask_p = mask;
 	return 0;
 }
 
@@ -130,11 +256,12 @@ int srn_cq_post(struct srn_cq_view *v, const struct srn_cqe *cqe)
 {
 	struct srn_cqe *slot;
 	uint64_t p;
-	int err = srn_cq_reserve(v, &p);
+	uint32_t mask;
+	int err = srn_cq_reserve(v, &p, &mask);
 
 	if (err)
 		return err;
-	slot = &v->ring[p & v->mask];
+	slot = &v->ring[p & mask];
 	memcpy(slot, cqe, offsetof(struct srn_cqe, owner_seq));
 	/* relaxed: set by the owner before the segment was shared (the
 	 * socket that passed it orders that) */
@@ -142,7 +269,8 @@ int srn_cq_post(struct srn_cq_view *v, const struct srn_cqe *cqe)
 	    SRN_CQF_TIMESTAMP)
 		slot->ts = srn_now_ns();
 	/* release: pairs with the acquire of owner_seq in srn_cq_drain (and
-	 * srn_cq_repair): the CQE is written before its tag */
+	 * srn_cq_repair, srn_cq_wait_published): the CQE is written before
+	 * its tag */
 	__atomic_store_n(&slot->owner_seq, (uint32_t)(p + 1), __ATOMIC_RELEASE);
 	if (v->chan_fd >= 0) {
 		/* seq_cst: pairs with the fence in srn_cq_arm. Each side
@@ -206,7 +334,8 @@ bool srn_cq_repair(struct srn_cq *cq)
 	srn_lock(&cq->lock);
 	/* acquire: pairs with the CAS of prod in srn_cq_post, then with the
 	 * release of owner_seq in srn_cq_post */
-	if (__atomic_load_n(&cq->shm->prod, __ATOMIC_ACQUIRE) > cq->cons &&
+	if ((__atomic_load_n(&cq->shm->prod, __ATOMIC_ACQUIRE) &
+	     ~SRN_CQ_PROD_RESIZING) > cq->cons &&
 	    __atomic_load_n(&cq->ring[cq->cons & cq->mask].owner_seq,
 			    __ATOMIC_ACQUIRE) != (uint32_t)(cq->cons + 1)) {
 		srn_warn("CQ %u: skipping a completion slot abandoned by a "
@@ -221,10 +350,13 @@ bool srn_cq_repair(struct srn_cq *cq)
 	return skipped;
 }
 
+/* The segment holds the largest ring whatever the CQ's size (sparse: a
+ * page is allocated when a CQE is first written in it), so that a resize
+ * changes no mapping. */
 static int srn_cq_init(struct srn_cq *cq, uint32_t size)
 {
 	size_t bytes = sizeof(struct srn_cq_shm) +
-		       (size_t)size * sizeof(struct srn_cqe);
+		       (size_t)SRN_CQ_MAX_ENTRIES * sizeof(struct srn_cqe);
 	int err = srn_seg_create(&cq->seg, SRN_SEG_CQ, bytes, cq->handle);
 
 	if (err)
@@ -236,7 +368,9 @@ static int srn_cq_init(struct srn_cq *cq, uint32_t size)
 				      sizeof(struct srn_cq_shm));
 	cq->mask = size - 1;
 	srn_lock_init(&cq->lock);
-	return srn_cq_view_init(&cq->local, cq->seg.addr, cq->seg.size, -1, -1);
+	err = srn_cq_view_init(&cq->local, cq->seg.addr, cq->seg.size, -1, -1);
+	cq->local.owner = true;
+	return err;
 }
 
 /* A new CQ of at least cqe entries, in ctx's list. 0 or -errno. */
@@ -329,10 +463,199 @@ void srn_cq_destroy(struct srn_cq *cq)
 	free(cq);
 }
 
+/*
+ * Resize. Peers keep the whole segment mapped (srn_cq_init sized it for
+ * the largest ring), so only the ring's geometry changes. The owner, under
+ * cq->lock (so no poll runs): blocks new reservations (srn_cq_block),
+ * waits for the reserved slots to be published (srn_cq_wait_published),
+ * copies the CQEs in [cons, prod) out, zeroes the ring, writes them back
+ * at new positions, then publishes cons, size, gen and prod
+ * (srn_cq_relayout). Producers that find the ring blocked sleep on prod
+ * (srn_cq_wait_resize), bounded.
+ */
+
+/* Sets SRN_CQ_PROD_RESIZING: no reservation succeeds after this. *x_p is
+ * the first position not reserved. -EIO when prod is out of the ring's
+ * bounds (a peer wrote garbage). */
+static int srn_cq_block(struct srn_cq *cq, uint64_t *x_p)
+{
+	/* acquire: pairs with the CAS of prod in srn_cq_reserve */
+	uint64_t p = __atomic_load_n(&cq->shm->prod, __ATOMIC_ACQUIRE);
+
+	do {
+		/* only the owner sets the flag, and under cq->lock */
+		if ((p & SRN_CQ_PROD_RESIZING) || p < cq->cons ||
+		    p - cq->cons > (uint64_t)cq->mask + 1)
+			return -EIO;
+		/* acq_rel: pairs with the CAS in srn_cq_reserve: every
+		 * reservation before this one is below p, none after it
+		 * succeeds. acquire on failure: p is checked again */
+	} while (!__atomic_compare_exchange_n(
+		&cq->shm->prod, &p, p | SRN_CQ_PROD_RESIZING, false,
+		__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
+	*x_p = p;
+	return 0;
+}
+
+/* Opens reservations again at position p with a new generation (after a
+ * resize, or a resize given up: waiting producers see the owner moves)
+ * and wakes the producers that sleep in srn_cq_wait_resize (any
+ * process). */
+static void srn_cq_unblock(struct srn_cq *cq, uint64_t p)
+{
+	/* relaxed: the owner's own view, written only here (its gen is the
+	 * owner's count of generations) */
+	uint32_t gen =
+		(uint32_t)(__atomic_load_n(&cq->local.geo, __ATOMIC_RELAXED) >>
+			   32) +
+		1;
+
+	/* relaxed: the release of prod below publishes it to this
+	 * process's producers (srn_cq_view_geo) */
+	__atomic_store_n(&cq->local.geo, (uint64_t)gen << 32 | cq->mask,
+			 __ATOMIC_RELAXED);
+	/* release: pairs with the acquire of gen in srn_cq_view_init and
+	 * srn_cq_view_geo (size, stored before, comes with it) */
+	__atomic_store_n(&cq->shm->gen, gen, __ATOMIC_RELEASE);
+	/* release: pairs with the acquire of prod in srn_cq_reserve and
+	 * srn_cq_wait_resize: the ring, cons, size and gen come first */
+	__atomic_store_n(&cq->shm->prod, p, __ATOMIC_RELEASE);
+	srn_futex_wake_shared((uint32_t *)&cq->shm->prod + 1);
+}
+
+/* Waits until every slot reserved below x is published: its producer is
+ * copying 64 bytes, it holds no lock and waits for nothing, so this
+ * sleeps briefly (backoff from 1 us). -EAGAIN after 1 s: a producer
+ * stopped or dead between its reservation and its tag (poll_cq skips the
+ * slot of a dead one, srn_cq_repair; the application may try again). */
+static int srn_cq_wait_published(struct srn_cq *cq, uint64_t x)
+{
+	uint64_t deadline = 0, now;
+	long pause = 1000;
+
+	for (uint64_t i = cq->cons; i != x;) {
+		struct timespec ts = { 0, pause };
+
+		/* acquire: pairs with the release of owner_seq in
+		 * srn_cq_post: the CQE is complete before it is copied */
+		if (__atomic_load_n(&cq->ring[i & cq->mask].owner_seq,
+				    __ATOMIC_ACQUIRE) == (uint32_t)(i + 1)) {
+			i++;
+			continue;
+		}
+		now = srn_now_ns();
+		if (!deadline)
+			deadline = now + SRN_CQ_PUBLISH_WAIT_NS;
+		if (now >= deadline)
+			return -EAGAIN;
+		nanosleep(&ts, NULL);
+		if (pause < 1000000)
+			pause *= 2;
+	}
+	return 0;
+}
+
+/* The first position of the new ring: past every value prod had (x), so
+ * a producer's CAS from an old value fails; and such that no position of
+ * the new ring's first lap has the tag 0 that its zeroed slots hold. */
+static uint64_t srn_cq_new_base(uint64_t x, uint32_t size)
+{
+	uint64_t base = x + 1;
+
+	if ((uint64_t)(uint32_t)base + size >= (1ull << 32))
+		base = (base | 0xffffffffull) + 1;
+	return base;
+}
+
+/* Zeroes the first entries slots: no stale tag can match a position. The
+ * pages go back to the kernel (the part of a larger old ring too). */
+static void srn_cq_zero(struct srn_cq *cq, uint32_t entries)
+{
+	size_t len = (size_t)entries * sizeof(struct srn_cqe);
+	off_t off = (char *)cq->ring - (char *)cq->seg.addr;
+
+	if (fallocate(cq->seg.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+		      off, (off_t)len))
+		memset(cq->ring, 0, len);
+}
+
+/* Moves the n = x - cons CQEs into a ring of size entries, in order, and
+ * publishes it. Reservations are blocked at x, all published. */
+static int srn_cq_relayout(struct srn_cq *cq, uint64_t x, uint32_t size)
+{
+	uint64_t n = x - cq->cons, base = srn_cq_new_base(x, size);
+	uint32_t old = cq->mask + 1;
+	struct srn_cqe *tmp = NULL;
+
+	if (n && !(tmp = malloc(n * sizeof(*tmp))))
+		return -ENOMEM;
+	for (uint64_t j = 0; j < n; j++)
+		tmp[j] = cq->ring[(cq->cons + j) & cq->mask];
+	srn_cq_zero(cq, old > size ? old : size);
+	for (uint64_t j = 0; j < n; j++) {
+		struct srn_cqe *slot = &cq->ring[(base + j) & (size - 1)];
+
+		memcpy(slot, &tmp[j], offsetof(struct srn_cqe, owner_seq));
+		/* relaxed: the consumer is this thread (cq->lock held) and
+		 * the release of prod in srn_cq_unblock orders it for all */
+		__atomic_store_n(&slot->owner_seq, (uint32_t)(base + j + 1),
+				 __ATOMIC_RELAXED);
+	}
+	free(tmp);
+	cq->cons = base;
+	cq->mask = size - 1;
+	/* release: pairs with the acquire of cons in srn_cq_reserve */
+	__atomic_store_n(&cq->shm->cons, base, __ATOMIC_RELEASE);
+	/* release: pairs with the acquire of size in srn_cq_view_geo */
+	__atomic_store_n(&cq->shm->size, size, __ATOMIC_RELEASE);
+	cq->ibcq.cqe = (int)size;
+	srn_cq_unblock(cq, base + n);
+	return 0;
+}
+
+/* ibv_resize_cq: at least cqe entries (a power of two). 0, -EINVAL (out
+ * of range, or fewer entries than the CQ holds), -EAGAIN, -ENOMEM, -EIO. */
+int srn_cq_resize(struct srn_cq *cq, int cqe)
+{
+	uint32_t size;
+	uint64_t x;
+	int err;
+
+	if (cqe < 1 || cqe > SRN_MAX_CQE)
+		return -EINVAL;
+	size = srn_roundup_pow2((uint32_t)cqe);
+	srn_lock(&cq->lock);
+	/* acquire: pairs with the CAS of prod in srn_cq_reserve. Too many
+	 * already: no need to stop the producers to say so */
+	if ((__atomic_load_n(&cq->shm->prod, __ATOMIC_ACQUIRE) &
+	     ~SRN_CQ_PROD_RESIZING) -
+		    cq->cons >
+	    size) {
+		err = -EINVAL;
+		goto out;
+	}
+	err = srn_cq_block(cq, &x);
+	if (err)
+		goto out;
+	/* reserved counts: those CQEs are being written */
+	if (x - cq->cons > size)
+		err = -EINVAL;
+	if (!err)
+		err = srn_cq_wait_published(cq, x);
+	if (!err)
+		err = srn_cq_relayout(cq, x, size);
+	if (err)
+		srn_cq_unblock(cq, x);
+out:
+	srn_unlock(&cq->lock);
+	return err;
+}
+
 SRN_EXPORT int ibv_resize_cq(struct ibv_cq *cq, int cqe)
 {
-	/* Peers hold the ring mapped; resizing it in place is not offered. */
-	return EOPNOTSUPP;
+	if (!cq)
+		return EINVAL;
+	return -srn_cq_resize(to_scq(cq), cqe);
 }
 
 /*

@@ -20,8 +20,12 @@
 
 #define SRN_SHM_MAGIC 0x314e5253u /* "SRN1" little endian */
 /* 2: TPT entries of memory windows; 3: the QP's type and Q_Key; 4: a TPT
- * of 2^21 entries (MR keys of 21 index bits) */
-#define SRN_SHM_VERSION 4
+ * of 2^21 entries (MR keys of 21 index bits); 5: resizable CQs (the CQ
+ * segment holds the largest ring, srn_cq_shm.gen, SRN_CQ_PROD_RESIZING) */
+#define SRN_SHM_VERSION 5
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+	      "shared memory is little-endian (futex on half of a word)");
 
 enum srn_seg_kind {
 	SRN_SEG_QP = 1,
@@ -166,6 +170,17 @@ static_assert(offsetof(struct srn_cqe, ts) == 48, "cqe ts offset");
 /* srn_cq_shm.flags */
 #define SRN_CQF_TIMESTAMP 1u /* producers stamp every CQE (srn_cqe.ts) */
 
+/* The largest ring: every CQ segment is sized for it (a sparse memfd:
+ * pages are allocated as CQEs are written), so a resize never changes
+ * the segment and every peer's mapping stays valid. */
+#define SRN_CQ_MAX_ENTRIES (1u << 22)
+/* srn_cq_shm.prod bit 63: the owner is resizing the ring. Producers
+ * reserve nothing while it is set; they wait (futex on the high half of
+ * prod, bounded) for the owner to store the new prod, which never equals
+ * one seen before the resize (positions only grow), so a producer's CAS
+ * from a value read before the resize always fails. */
+#define SRN_CQ_PROD_RESIZING (1ull << 63)
+
 #define SRN_CQ_ARM_NONE 0u
 #define SRN_CQ_ARM_NEXT 1u
 #define SRN_CQ_ARM_SOLICITED 2u
@@ -175,8 +190,14 @@ struct srn_cq_shm {
 	uint32_t size; /* entries, power of two */
 	uint32_t cqe_off;
 	uint32_t flags; /* SRN_CQF_*: set by the owner before it is shared */
-	uint8_t rsvd0[52];
-	/* Reserved by producers with an acq_rel CAS in srn_cq_post(). */
+	/* Ring generation: the owner's resize (srn_cq_relayout) stores size,
+	 * then gen with release, then prod with release. A producer that
+	 * finds gen changed re-reads and re-validates size (srn_cq_view_geo).
+	 * cqe_off never changes. */
+	uint32_t gen;
+	uint8_t rsvd0[48];
+	/* Reserved by producers with an acq_rel CAS in srn_cq_post(); bit 63
+	 * is SRN_CQ_PROD_RESIZING, bits 0..62 the position. */
 	_Alignas(64) uint64_t prod;
 	/* Advanced by the owner's poll (release); producers acquire it to
 	 * check for space. */
@@ -190,6 +211,10 @@ struct srn_cq_shm {
 	/* CQEs follow at cqe_off */
 };
 static_assert(sizeof(struct srn_cq_shm) == 320, "cq shm size");
+static_assert(offsetof(struct srn_cq_shm, gen) == 76, "cq gen offset");
+static_assert(offsetof(struct srn_cq_shm, prod) == 128, "cq prod offset");
+static_assert(offsetof(struct srn_cq_shm, cons) == 192, "cq cons offset");
+static_assert(offsetof(struct srn_cq_shm, arm) == 256, "cq arm offset");
 
 /* ------------------------------------------------------------------ */
 /* Translation and protection table, one per context. The owner maps it */

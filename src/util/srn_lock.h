@@ -24,6 +24,8 @@ struct srn_lock {
 
 void srn_lock_slow(struct srn_lock *l);
 void srn_unlock_wake(struct srn_lock *l);
+void srn_futex_wait_shared(uint32_t *addr, uint32_t val, uint64_t timeout_ns);
+void srn_futex_wake_shared(uint32_t *addr);
 
 static inline void srn_lock_init(struct srn_lock *l)
 {

@@ -285,6 +285,83 @@ static void test_cq_repair(void)
 	ibv_free_device_list(l);
 }
 
+/* Resize seen from a peer's view: a new generation is re-read and
+ * checked against the segment; garbage is refused (-EPROTO), never
+ * followed. A resize flag that stays set makes a producer give up after
+ * its bounded wait (-ENOSPC, overflow flagged). */
+static void test_cq_peer_geo(void)
+{
+	size_t bytes = sizeof(struct srn_cq_shm) + 4 * sizeof(struct srn_cqe);
+	struct srn_cq_shm *shm = calloc(1, bytes);
+	struct srn_cq_view v;
+	struct srn_cqe c = { .wr_id = 7, .status = IBV_WC_SUCCESS };
+	uint64_t t0;
+
+	shm->size = 4;
+	shm->cqe_off = sizeof(*shm);
+	CHECK(srn_cq_view_init(&v, shm, bytes, -1, -1) == 0);
+	CHECK(srn_cq_post(&v, &c) == 0 && v.ring[0].owner_seq == 1);
+	shm->gen = 1;
+	shm->size = 1u << 20; /* past the segment */
+	CHECK(srn_cq_post(&v, &c) == -EPROTO);
+	shm->size = 3;
+	CHECK(srn_cq_post(&v, &c) == -EPROTO);
+	shm->size = 2; /* a real resize: the view follows it */
+	shm->prod = 9;
+	shm->cons = 9;
+	CHECK(srn_cq_post(&v, &c) == 0 && v.ring[1].owner_seq == 10);
+	CHECK(srn_cq_post(&v, &c) == 0 && v.ring[0].owner_seq == 11);
+	CHECK(srn_cq_post(&v, &c) == -ENOSPC); /* 2 entries now */
+	shm->overflow = 0;
+	shm->cons = 11;
+	shm->prod |= SRN_CQ_PROD_RESIZING; /* and never cleared */
+	t0 = srn_now_ns();
+	CHECK(srn_cq_post(&v, &c) == -ENOSPC && shm->overflow == 1);
+	CHECK(srn_now_ns() - t0 < 30000000000ull);
+	free(shm);
+}
+
+/* The owner takes its geometry from its own resize, never from the
+ * segment; a resize that finds a slot reserved but not filled gives up
+ * (EAGAIN) and leaves the CQ as it was; garbage in prod: EIO. */
+static void test_cq_owner_resize(void)
+{
+	struct ibv_device **l = ibv_get_device_list(NULL);
+	struct ibv_context *ctx = l ? ibv_open_device(l[0]) : NULL;
+	struct ibv_cq *ibcq = ctx ? ibv_create_cq(ctx, 8, NULL, NULL, 0) : NULL;
+	struct srn_cqe c = { .wr_id = 42, .status = IBV_WC_SUCCESS };
+	struct ibv_wc wc;
+	struct srn_cq *cq;
+	uint64_t prod;
+
+	CHECK(ibcq != NULL);
+	if (!ibcq)
+		return;
+	cq = to_scq(ibcq);
+	CHECK(ibv_resize_cq(ibcq, 100) == 0 && ibcq->cqe == 128);
+	cq->shm->gen = 77; /* a peer writes garbage */
+	cq->shm->size = 1u << 30;
+	CHECK(srn_cq_post(&cq->local, &c) == 0);
+	CHECK(ibv_poll_cq(ibcq, 1, &wc) == 1 && wc.wr_id == 42);
+	prod = cq->shm->prod;
+	cq->shm->prod = prod + 1000; /* more than the ring holds */
+	CHECK(ibv_resize_cq(ibcq, 4) == EINVAL); /* holds "1000" */
+	CHECK(ibv_resize_cq(ibcq, 4096) == EIO); /* past its 128 */
+	cq->shm->prod = prod;
+	__atomic_fetch_add(&cq->shm->prod, 1, __ATOMIC_RELEASE); /* stops */
+	CHECK(ibv_resize_cq(ibcq, 4) == EAGAIN && ibcq->cqe == 128);
+	CHECK((cq->shm->prod & SRN_CQ_PROD_RESIZING) == 0);
+	cq->ring[prod & cq->mask].owner_seq = (uint32_t)(prod + 1); /* done */
+	CHECK(ibv_resize_cq(ibcq, 4) == 0 && ibcq->cqe == 4);
+	CHECK(srn_cq_post(&cq->local, &c) == 0);
+	CHECK(ibv_poll_cq(ibcq, 1, &wc) == 1); /* the late one */
+	CHECK(ibv_poll_cq(ibcq, 1, &wc) == 1 && wc.wr_id == 42);
+	CHECK(ibv_poll_cq(ibcq, 1, &wc) == 0);
+	ibv_destroy_cq(ibcq);
+	ibv_close_device(ctx);
+	ibv_free_device_list(l);
+}
+
 int main(void)
 {
 	test_rq_ring();
@@ -294,5 +371,7 @@ int main(void)
 	test_opcodes();
 	test_timers();
 	test_cq_repair();
+	test_cq_peer_geo();
+	test_cq_owner_resize();
 	return unit_summary();
 }
