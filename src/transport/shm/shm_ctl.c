@@ -8,12 +8,13 @@
  * QP's segments (QP, receive CQ, key table, SRQ) and kick fds once the
  * control plane has let the peer attach (srn_ctl_conn_attach: the kernel
  * vouches that it owns the QPN our QP names as its peer), else with the
- * refusal (-EAGAIN: we are not at RTR yet; -EPERM). MR_REQ (only on an
- * attached connection) with the memfds of an MR.
+ * refusal (-EINPROGRESS: we are not at RTR yet, the control plane keeps
+ * the request and it comes back here then; -EAGAIN; -EPERM). MR_REQ (only
+ * on an attached connection) with the memfds of an MR.
  *
- * Initiator side: srn_shm_ctl_connect() dials the target at RTR and asks;
- * a target not ready yet leaves the connection pending, and the requester's
- * retries (srn_shm_ctl_retry, from execute) ask again until it answers.
+ * Initiator side: srn_shm_ctl_connect() dials the target at RTR and asks,
+ * without waiting; the answer is taken when it arrives (srn_shm_on_conn)
+ * or when the QP first needs its peer (srn_shm_ctl_retry, from execute).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -371,8 +372,9 @@ static int srn_shm_send_req(struct srn_peer *p)
 
 /*
  * Takes the answer to our CONNECT_REQ; waits for it (up to the socket's
- * timeout) only if may_wait. -EINPROGRESS: not there yet, still awaited.
- * Else the target's verdict: 0 (its segments are mapped here: the peer is
+ * timeout) only if may_wait. -EINPROGRESS: not there yet, or the target
+ * keeps our request until its RTR (p->deferred): still awaited. Else the
+ * target's verdict: 0 (its segments are mapped here: the peer is
  * up), its refusal (-EAGAIN, -EPERM) or a failure; p->broken when mapping
  * failed half-way (the peer cannot be used any more).
  */
