@@ -5,6 +5,9 @@
 # (median), for MRs with remote write (LOCAL_WRITE|REMOTE_WRITE|
 # REMOTE_READ: the process's one arena memfd) and read-only MRs
 # (REMOTE_READ: a sealed memfd each, up to a quarter of the fd limit).
+# Writable MRs run twice: as by default, and with SOFTRNIC_MR_AHEAD=1
+# (consecutive registrations convert the following pages ahead; off by
+# default, core/memreg.c says why).
 #   scripts/bench-mr.sh [N] [R]    (default 100000, 3)
 set -u
 cd "$(dirname "$0")/.."
@@ -12,12 +15,16 @@ n=${1:-100000}
 rounds=${2:-3}
 lib=$PWD/build/lib
 med() { sort -g | awk '{a[NR] = $1} END {print (NR ? a[int((NR + 1) / 2)] : "-")}'; }
-for access in 7 4; do
+for run in 7:0 7:1 4:0; do
+	access=${run%:*}
+	ahead=${run#*:}
 	out=$(mktemp)
 	for _ in $(seq "$rounds"); do
-		LD_LIBRARY_PATH=$lib prlimit --nofile=1024 build/bin/mrbench "$n" "$access" | tee -a "$out"
+		SOFTRNIC_MR_AHEAD=$ahead LD_LIBRARY_PATH=$lib prlimit --nofile=1024 \
+			build/bin/mrbench "$n" "$access" | tee -a "$out"
 	done
-	printf 'access 0x%x, %d MRs: median reg %s s, dereg %s s\n' "$access" "$n" \
+	printf 'access 0x%x, ahead %s, %d MRs: median reg %s s, dereg %s s\n' \
+		"$access" "$ahead" "$n" \
 		"$(awk '{for (i = 1; i <= NF; i++) if ($i == "reg") print $(i + 1)}' "$out" | med)" \
 		"$(awk '{for (i = 1; i <= NF; i++) if ($i == "dereg") print $(i + 1)}' "$out" | med)"
 	rm -f "$out"

@@ -824,6 +824,22 @@ static bool srn_chunk_valid(const struct srn_chunk *c, const struct srn_vma *v)
  */
 #define SRN_AHEAD_MAX (2ul << 20)
 
+/*
+ * Off unless SOFTRNIC_MR_AHEAD=1: the pages taken ahead are not the MR's,
+ * and another thread (the application's, or a neighbouring mapping merged
+ * into the same VMA) may write them during the copy; that write would be
+ * lost. Only a program that knows nothing else writes past its
+ * registrations (the registration benchmark) should turn it on.
+ */
+static bool srn_ahead_on;
+
+__attribute__((constructor)) static void srn_ahead_init(void)
+{
+	const char *e = getenv("SOFTRNIC_MR_AHEAD");
+
+	srn_ahead_on = e && atoi(e) > 0;
+}
+
 /* The end of the chunk to create at cursor for a registration up to end
  * (at least end; no chunk starts in between, and none holds cursor). */
 static uintptr_t srn_chunk_ahead(uintptr_t cursor, uintptr_t end,
@@ -832,7 +848,7 @@ static uintptr_t srn_chunk_ahead(uintptr_t cursor, uintptr_t end,
 	struct srn_chunk *p = cursor ? srn_chunk_find(cursor - 1) : NULL;
 	uintptr_t want;
 
-	if (ro || !v || !v->anon || !p || !p->arena ||
+	if (!srn_ahead_on || ro || !v || !v->anon || !p || !p->arena ||
 	    p->start + p->len != cursor)
 		return end;
 	want = p->len < SRN_AHEAD_MAX / 2 ? 2 * p->len : SRN_AHEAD_MAX;
