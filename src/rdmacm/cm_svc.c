@@ -40,6 +40,7 @@ struct srn_cm_pend {
 	int fd;
 	size_t len;
 	uint64_t deadline_ns; /* parked until then at most */
+	bool local; /* handed to this process: its port is ours */
 	uint8_t rx[SRN_CM_MSG_SIZE];
 };
 
@@ -259,6 +260,26 @@ static int srn_cm_dispatch_req(int fd, const struct srn_cm_msg *m,
 	return 0;
 }
 
+/* A REQ handed to this process for a port it holds but does not listen
+ * on (yet): to its listener if it has one now, else -EAGAIN, and on the
+ * last try the REJ. Never handed off again: the port is ours. */
+static int srn_cm_dispatch_local(int fd, const struct srn_cm_msg *m,
+				 bool last_try)
+{
+	struct srn_cm_id *lid;
+
+	lid = srn_cm_listener_find(be16toh(m->ps), be16toh(m->dst_port));
+	if (lid) {
+		if (srn_cm_up->on_req(lid, fd, m))
+			srn_cm_reject_fd(fd, SRN_CM_REJ_CONSUMER_DEFINED);
+		return 0;
+	}
+	if (!last_try)
+		return -EAGAIN;
+	srn_cm_reject_fd(fd, SRN_CM_REJ_INVALID_SERVICE_ID);
+	return 0;
+}
+
 /* Parked REQs: try again; the thread's next wait is short while any is
  * left. */
 static int srn_cm_retry_parked(void)
@@ -272,8 +293,9 @@ static int srn_cm_retry_parked(void)
 		p = srn_list_entry(pos, struct srn_cm_pend, link);
 		if (!p->deadline_ns)
 			continue;
-		if (srn_cm_dispatch_req(p->fd, (struct srn_cm_msg *)p->rx,
-					now >= p->deadline_ns) == -EAGAIN) {
+		if ((p->local ? srn_cm_dispatch_local : srn_cm_dispatch_req)(
+			    p->fd, (struct srn_cm_msg *)p->rx,
+			    now >= p->deadline_ns) == -EAGAIN) {
 			left++;
 			continue;
 		}
@@ -405,6 +427,31 @@ static void srn_cm_unix_cmsgs(struct msghdr *mh, int *fd_p, uid_t *uid_p)
 	}
 }
 
+/*
+ * A REQ handed to a port this process has bound but does not listen on
+ * yet: it waits SRN_CM_PARK_MS for the listen (perftest -R binds a new id
+ * to the port, then listens; a REQ in between must not be refused), then
+ * gets the REJ (srn_cm_dispatch_local).
+ */
+static void srn_cm_park_local(int fd, const struct srn_cm_msg *m)
+{
+	struct srn_cm_pend *p;
+
+	if (srn_cm.npending >= SRN_CM_PEND_MAX ||
+	    !(p = srn_cm_zalloc(sizeof(*p)))) {
+		srn_cm_reject_fd(fd, SRN_CM_REJ_INVALID_SERVICE_ID);
+		return;
+	}
+	p->fd = fd;
+	p->local = true;
+	p->serial = srn_cm.next_serial++;
+	p->len = sizeof(*m);
+	memcpy(p->rx, m, sizeof(*m));
+	p->deadline_ns = srn_now_ns() + SRN_CM_PARK_MS * 1000000ull;
+	srn_cm.npending++;
+	srn_list_add_tail(&p->link, &srn_cm.pending);
+}
+
 /* Receives one datagram on a bound port's unix socket (lid) or on the
  * process's stat socket (lid NULL): a hand-off (a REQ and its
  * connection), or softrnic stat's query. */
@@ -445,8 +492,8 @@ static void srn_cm_on_unix(int ufd, struct srn_cm_id *lid)
 	}
 	if (srn_cm_msg_check(&u.m, n) || u.m.type != SRN_CM_REQ)
 		close(fd);
-	else if (lid->state != SRN_CMS_LISTEN) /* bound, not listening */
-		srn_cm_reject_fd(fd, SRN_CM_REJ_INVALID_SERVICE_ID);
+	else if (lid->state != SRN_CMS_LISTEN) /* bound, not listening yet */
+		srn_cm_park_local(fd, &u.m);
 	else if (srn_cm_up->on_req(lid, fd, &u.m))
 		srn_cm_reject_fd(fd, SRN_CM_REJ_CONSUMER_DEFINED);
 }
