@@ -40,8 +40,8 @@ struct srn_cm_pend {
 	int fd;
 	size_t len;
 	uint64_t deadline_ns; /* parked until then at most */
+	uint8_t rx[SRN_CM_MSG_SIZE] __attribute__((aligned(8))); /* a msg */
 	bool local; /* handed to this process: its port is ours */
-	uint8_t rx[SRN_CM_MSG_SIZE];
 };
 
 static const struct srn_cm_up_ops *srn_cm_up;
