@@ -412,7 +412,8 @@ SRN_EXPORT int rdma_reject(struct rdma_cm_id *id, const void *private_data,
 		m.reason = htobe16(srn_cm_is_ud(cid) ?
 					   SRN_CM_SIDR_REJECT :
 					   SRN_CM_REJ_CONSUMER_DEFINED);
-		memcpy(m.pdata, private_data, private_data_len);
+		if (private_data_len) /* NULL is fine without data */
+			memcpy(m.pdata, private_data, private_data_len);
 		m.pdata_len = private_data_len;
 		srn_cm_send(cid, &m);
 		srn_cm_close_conn(cid);
