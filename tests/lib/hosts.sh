@@ -30,6 +30,7 @@ hosts_up() {
 	local p=$1 n=1 ns
 	shift
 	trap hosts_down EXIT
+	trap 'exit 143' TERM INT HUP # so that EXIT runs when a run is stopped
 	ip netns add "${p}s" 2>/dev/null || return 77
 	hosts_ns+=("${p}s")
 	ip -n "${p}s" link add br0 type bridge && ip -n "${p}s" link set br0 up
@@ -55,6 +56,7 @@ host_alone() {
 	local ns=$1 a
 	shift
 	trap hosts_down EXIT
+	trap 'exit 143' TERM INT HUP # so that EXIT runs when a run is stopped
 	ip netns add "$ns" 2>/dev/null || return 77
 	hosts_ns+=("$ns")
 	ip -n "$ns" link set lo up
