@@ -393,6 +393,7 @@ static inline struct srn_cq *to_scq(struct ibv_cq *c)
 int srn_cq_view_init(struct srn_cq_view *v, void *seg_addr, size_t seg_size,
 		     int chan_fd, int kick_fd);
 int srn_cq_post(struct srn_cq_view *v, const struct srn_cqe *cqe);
+int srn_cq_room(struct srn_cq_view *v, uint64_t p, uint32_t mask);
 int srn_cq_resize(struct srn_cq *cq, int cqe);
 int srn_cq_create(struct ibv_context *context, int cqe, void *cq_context,
 		  struct ibv_comp_channel *channel, int comp_vector,

@@ -191,9 +191,40 @@ static int srn_cq_overflowed(struct srn_cq_view *v, int err)
 	return err;
 }
 
+/*
+ * Where a producer that read prod as p stands, given the ring's mask: 0
+ * room, -ENOSPC full, -EAGAIN p is stale (cons is past it: other
+ * producers filled slots and the owner drained them since p was read, so
+ * p - cons would wrap and look full): read prod again.
+ */
+int srn_cq_room(struct srn_cq_view *v, uint64_t p, uint32_t mask)
+{
+	/* relaxed: a hint shared by this process's producers, a lower bound
+	 * of cons; the acquire of cons below is what orders */
+	uint64_t c = __atomic_load_n(&v->cons_seen, __ATOMIC_RELAXED);
+
+	if ((int64_t)(p - c) < 0)
+		return -EAGAIN;
+	if (p - c <= mask)
+		return 0;
+	/* the known space is used up: read cons, a line the owner writes.
+	 * acquire: pairs with the release of cons in srn_cq_drain (and
+	 * srn_cq_repair, srn_cq_relayout), so its reads of the slots are
+	 * over. relaxed: cons_seen is only a hint (see above) */
+	c = __atomic_load_n(&v->shm->cons, __ATOMIC_ACQUIRE);
+	__atomic_store_n(&v->cons_seen, c, __ATOMIC_RELAXED);
+	if ((int64_t)(p - c) < 0)
+		return -EAGAIN;
+	return p - c > mask ? -ENOSPC : 0;
+}
+
+/* prod read again this often in a row, cons always past it: the owner (or
+ * whoever else maps the segment) wrote garbage */
+#define SRN_CQ_STALE_MAX 100000
+
 /* Reserves a slot for a producer: 0 with its position in *p_p and the
  * ring's mask for it in *mask_p, or -ENOSPC (overflow flagged, the owner
- * kicked), or -EPROTO (the segment's geometry is garbage). */
+ * kicked), or -EPROTO (the segment's header is garbage). */
 static int srn_cq_reserve(struct srn_cq_view *v, uint64_t *p_p,
 			  uint32_t *mask_p)
 {
@@ -202,14 +233,11 @@ static int srn_cq_reserve(struct srn_cq_view *v, uint64_t *p_p,
 	 * geometry read by srn_cq_view_geo) */
 	uint64_t p = __atomic_load_n(&shm->prod, __ATOMIC_ACQUIRE);
 	struct srn_cq_wait w = { 0, 0 };
+	unsigned stale = 0;
 	uint32_t mask;
 	int err;
 
 	for (;;) {
-		/* relaxed: a hint shared by this process's producers, a lower
-		 * bound of cons; the acquire of cons below is what orders */
-		uint64_t c = __atomic_load_n(&v->cons_seen, __ATOMIC_RELAXED);
-
 		if (srn_unlikely(p & SRN_CQ_PROD_RESIZING)) {
 			err = srn_cq_wait_resize(v, &p, &w);
 			if (err)
@@ -217,27 +245,18 @@ static int srn_cq_reserve(struct srn_cq_view *v, uint64_t *p_p,
 			continue;
 		}
 		err = srn_cq_view_geo(v, &mask);
-		if (err)
-			return err;
-		if (srn_unlikely((int64_t)(p - c) < 0)) {
-			/* another producer saw cons past our stale guess of
-			 * prod: guess again (p - c would wrap and look full).
-			 * acquire: pairs with the release of prod in
+		if (!err)
+			err = srn_cq_room(v, p, mask);
+		if (srn_unlikely(err == -EAGAIN)) {
+			if (++stale > SRN_CQ_STALE_MAX)
+				return -EPROTO;
+			/* acquire: pairs with the release of prod in
 			 * srn_cq_relayout, as above */
 			p = __atomic_load_n(&shm->prod, __ATOMIC_ACQUIRE);
 			continue;
 		}
-		if (p - c > mask) {
-			/* the known space is used up: read cons, a line the
-			 * owner writes. acquire: pairs with the release of
-			 * cons in srn_cq_drain (and srn_cq_repair,
-			 * srn_cq_relayout), so its reads of the slots are
-			 * over. relaxed: cons_seen is only a hint (see above) */
-			c = __atomic_load_n(&shm->cons, __ATOMIC_ACQUIRE);
-			__atomic_store_n(&v->cons_seen, c, __ATOMIC_RELAXED);
-		}
-		if (p - c > mask)
-			return srn_cq_overflowed(v, -ENOSPC);
+		if (err)
+			return err == -ENOSPC ? srn_cq_overflowed(v, err) : err;
 		/* acq_rel: pairs with this CAS in other producers' srn_cq_post,
 		 * with the acquire of prod in srn_cq_repair and with the CAS
 		 * in srn_cq_block; acquire on failure: p is the new guess and

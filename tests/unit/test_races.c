@@ -122,8 +122,102 @@ static void test_cq_arm_race(void)
 	free(x.shm);
 }
 
+#define STALE_POSTS 2000000u
+#define STALE_PRODUCERS 6
+
+struct stale {
+	struct srn_cq_view v[STALE_PRODUCERS]; /* one each, as peers have */
+	struct srn_cq_shm *shm;
+	unsigned credits; /* free slots: producers take, the owner returns */
+	unsigned posted, full;
+	bool stop;
+};
+
+static void *stale_owner(void *arg)
+{
+	struct stale *x = arg;
+	const struct srn_cqe *ring = x->v[0].ring;
+	uint64_t cons = 0;
+
+	/* acquire: pairs with the release of stop in test_cq_stale_prod */
+	while (!__atomic_load_n(&x->stop, __ATOMIC_ACQUIRE)) {
+		/* acquire: as srn_cq_drain reads the tag */
+		if (__atomic_load_n(&ring[cons % SLOTS].owner_seq,
+				    __ATOMIC_ACQUIRE) != (uint32_t)(cons + 1))
+			continue;
+		cons++;
+		/* release: as srn_cq_drain publishes cons */
+		__atomic_store_n(&x->shm->cons, cons, __ATOMIC_RELEASE);
+		/* release: pairs with the CAS in stale_producer (the slot
+		 * is free before its credit is) */
+		__atomic_fetch_add(&x->credits, 1, __ATOMIC_RELEASE);
+	}
+	return NULL;
+}
+
+struct stale_arg {
+	struct stale *x;
+	int i;
+};
+
+static void *stale_producer(void *arg)
+{
+	struct stale_arg *a = arg;
+	struct stale *x = a->x;
+	struct srn_cqe c = { .wr_id = 1, .status = IBV_WC_SUCCESS };
+
+	/* relaxed: only counts, read after the join */
+	while (__atomic_fetch_add(&x->posted, 1, __ATOMIC_RELAXED) <
+	       STALE_POSTS) {
+		/* acquire: pairs with the release in stale_owner */
+		unsigned cr = __atomic_load_n(&x->credits, __ATOMIC_ACQUIRE);
+
+		while (!cr || !__atomic_compare_exchange_n(
+				      &x->credits, &cr, cr - 1, true,
+				      __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE))
+			/* acquire: as above */
+			cr = __atomic_load_n(&x->credits, __ATOMIC_ACQUIRE);
+		if (srn_cq_post(&x->v[a->i], &c))
+			/* relaxed: a count, read after the join */
+			__atomic_fetch_add(&x->full, 1, __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+
+static void test_cq_stale_prod(void)
+{
+	size_t bytes =
+		sizeof(struct srn_cq_shm) + SLOTS * sizeof(struct srn_cqe);
+	struct stale x = { .credits = SLOTS };
+	struct stale_arg a[STALE_PRODUCERS];
+	pthread_t o, p[STALE_PRODUCERS];
+	int i;
+
+	x.shm = aligned_alloc(64, bytes);
+	memset(x.shm, 0, bytes);
+	x.shm->size = SLOTS;
+	x.shm->cqe_off = sizeof(*x.shm);
+	pthread_create(&o, NULL, stale_owner, &x);
+	for (i = 0; i < STALE_PRODUCERS; i++) {
+		a[i] = (struct stale_arg){ &x, i };
+		CHECK(srn_cq_view_init(&x.v[i], x.shm, bytes, -1, -1) == 0);
+		pthread_create(&p[i], NULL, stale_producer, &a[i]);
+	}
+	for (i = 0; i < STALE_PRODUCERS; i++)
+		pthread_join(p[i], NULL);
+	/* release: pairs with the acquire in stale_owner */
+	__atomic_store_n(&x.stop, true, __ATOMIC_RELEASE);
+	pthread_join(o, NULL);
+	printf("cq_stale_prod: %u posts, %u found the ring full\n", STALE_POSTS,
+	       x.full);
+	CHECK(x.full == 0);
+	CHECK(x.shm->overflow == 0);
+	free(x.shm);
+}
+
 int main(void)
 {
 	test_cq_arm_race();
+	test_cq_stale_prod();
 	return unit_summary();
 }

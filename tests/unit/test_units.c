@@ -93,6 +93,40 @@ static void test_cq_ring(void)
 	free(seg);
 }
 
+/*
+ * A producer's stale prod: it read prod = 10; since, other producers
+ * filled slots 10 and 11 and the owner drained them (cons = 12). That is
+ * no full ring (p - cons wraps): read prod again. A ring whose cons stays
+ * past prod (garbage from whoever maps it) ends the post with -EPROTO,
+ * not a hang.
+ */
+static void test_cq_stale_prod(void)
+{
+	size_t bytes = sizeof(struct srn_cq_shm) + 4 * sizeof(struct srn_cqe);
+	void *seg = calloc(1, bytes);
+	struct srn_cq_shm *shm = seg;
+	struct srn_cq_view v;
+	struct srn_cqe c = { .wr_id = 7, .status = IBV_WC_SUCCESS };
+
+	shm->size = 4;
+	shm->cqe_off = sizeof(*shm);
+	CHECK(srn_cq_view_init(&v, seg, bytes, -1, -1) == 0);
+	shm->prod = 12;
+	shm->cons = 12;
+	CHECK(srn_cq_room(&v, 10, 3) == -EAGAIN); /* cons_seen (0) is stale */
+	CHECK(v.cons_seen == 12);
+	CHECK(srn_cq_room(&v, 10, 3) == -EAGAIN); /* and from the hint */
+	CHECK(srn_cq_room(&v, 12, 3) == 0);
+	CHECK(srn_cq_room(&v, 15, 3) == 0);
+	CHECK(srn_cq_room(&v, 16, 3) == -ENOSPC);
+	CHECK(shm->overflow == 0); /* srn_cq_room only looks */
+	CHECK(srn_cq_post(&v, &c) == 0 && shm->prod == 13);
+	CHECK(shm->overflow == 0);
+	shm->prod = 5; /* garbage: cons stays past prod */
+	CHECK(srn_cq_post(&v, &c) == -EPROTO);
+	free(seg);
+}
+
 /* A zero-based type 2 window at index 6 on 0x100 bytes of MR key (entry
  * e), at MR offset 0x200, bound to QP 42. */
 static void test_tpt_window(struct srn_tpt_shm *t, struct srn_tpt_entry *mr,
@@ -366,6 +400,7 @@ int main(void)
 {
 	test_rq_ring();
 	test_cq_ring();
+	test_cq_stale_prod();
 	test_tpt();
 	test_qp_states();
 	test_opcodes();
