@@ -118,9 +118,13 @@ static int srn_rs_poll_scan(struct pollfd *fds, nfds_t nfds)
 
 /* Pass 2: the kernel's set: the real fds and, unless one is ready
  * already (*ready_p), the rsockets' fds, armed; an rsocket that turns
- * ready while armed counts in *ready_p. Returns the set's size. */
+ * ready while armed counts in *ready_p. One that made progress without
+ * turning ready (a send completion, credits) adds no fd: the CQ was not
+ * left armed, so its channel would not wake us; *again_p then asks the
+ * caller to look again at once. Returns the set's size. */
 static nfds_t srn_rs_poll_build(struct pollfd *fds, nfds_t nfds,
-				struct pollfd *k, nfds_t *map, int *ready_p)
+				struct pollfd *k, nfds_t *map, int *ready_p,
+				bool *again_p)
 {
 	nfds_t i, n = 0;
 
@@ -135,7 +139,7 @@ static nfds_t srn_rs_poll_build(struct pollfd *fds, nfds_t nfds,
 			k[n++] = fds[i];
 			continue;
 		}
-		if (*ready_p)
+		if (*ready_p || *again_p)
 			continue;
 		pthread_mutex_lock(&rs->lock);
 		c = srn_rs_wait_fds(rs, &k[n], &ready);
@@ -143,6 +147,7 @@ static nfds_t srn_rs_poll_build(struct pollfd *fds, nfds_t nfds,
 			fds[i].revents = srn_rs_revents(rs) &
 					 (fds[i].events | POLLERR | POLLHUP);
 		*ready_p += fds[i].revents != 0;
+		*again_p |= ready && !fds[i].revents;
 		pthread_mutex_unlock(&rs->lock);
 		while (c--)
 			map[n++] = (nfds_t)-1;
@@ -164,9 +169,11 @@ SRN_EXPORT int rpoll(struct pollfd *fds, nfds_t nfds, int timeout)
 		return srn_rs_fail(-ENOMEM);
 	}
 	for (;;) {
+		bool again = false;
+
 		ready = srn_rs_poll_scan(fds, nfds);
-		n = srn_rs_poll_build(fds, nfds, k, map, &ready);
-		ret = poll(k, n, ready ? 0 : srn_rs_left(deadline));
+		n = srn_rs_poll_build(fds, nfds, k, map, &ready, &again);
+		ret = poll(k, n, ready || again ? 0 : srn_rs_left(deadline));
 		if (ret < 0)
 			break;
 		for (i = 0; i < n; i++)

@@ -349,6 +349,61 @@ static int t_flow(void)
 	return 0;
 }
 
+#define POLL_ROUNDS 300
+#define POLL_CHUNK (64 * 1024)
+
+/* The far side: reads each chunk in small pieces (its credits go back to
+ * the sender while the sender waits in rpoll), then answers one byte. */
+static void *chunk_echo(void *arg)
+{
+	int s = *(int *)arg;
+	static uint8_t buf[4096];
+	ssize_t n, got = 0;
+
+	while ((n = rrecv(s, buf, sizeof(buf), 0)) > 0) {
+		got += n;
+		if (got >= POLL_CHUNK) {
+			got -= POLL_CHUNK;
+			if (rsend(s, "x", 1, 0) != 1)
+				break;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * rpoll for POLLIN on an rsocket that gets other completions meanwhile
+ * (the peer's credits, our send completions): one taken while rpoll arms
+ * the CQ is progress without POLLIN. rpoll must look again, not sleep in
+ * poll() with no fd of that rsocket (it slept out its whole timeout, or
+ * for ever with -1: iperf3's control connection hung so). Every answer
+ * must wake it.
+ */
+static int t_poll_progress(void)
+{
+	static uint8_t chunk[POLL_CHUNK];
+	pthread_t th;
+	int lfd, c, s, i;
+	char x;
+
+	if (pair(&lfd, &c, &s))
+		return -1;
+	pthread_create(&th, NULL, chunk_echo, &s);
+	for (i = 0; i < POLL_ROUNDS; i++) {
+		struct pollfd f = { .fd = c, .events = POLLIN };
+
+		if (rsend(c, chunk, sizeof(chunk), 0) != sizeof(chunk))
+			break;
+		if (rpoll(&f, 1, 60000) != 1 || rrecv(c, &x, 1, 0) != 1)
+			break;
+	}
+	rshutdown(c, SHUT_WR);
+	pthread_join(th, NULL);
+	CHECK(i == POLL_ROUNDS);
+	unpair(lfd, c, s);
+	return 0;
+}
+
 /* Two connections one after the other on one listener, as rstream makes;
  * names; rselect; writev/readv. */
 static int t_again(void)
@@ -458,6 +513,7 @@ static const struct {
 	{ "peer_close", t_peer_close },
 	{ "shutdown", t_shutdown },
 	{ "flow", t_flow },
+	{ "poll_progress", t_poll_progress },
 	{ "again", t_again },
 	{ "dgram", t_dgram },
 };
