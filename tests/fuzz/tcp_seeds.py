@@ -141,6 +141,8 @@ def seeds():
                                               raddr=0x1003)
     s['reads_flood'] = head(COH) + b''.join(
         frame(READ_REQ, length=8, lmode=1) for _ in range(20))
+    s['reads_fill'] = head(COH) + b''.join(  # 3 MB: the socket fills
+        frame(READ_REQ, lmode=2, lidx=5) for _ in range(16))
     s['rnr_twice'] = head(COH, ours=(O_SEND,)) + \
         frame(ACK, aux=1, lmode=3, real_key=False) + \
         frame(ACK, aux=1, lmode=3, real_key=False, incoherent=True, psn=0)
