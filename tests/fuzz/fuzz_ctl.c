@@ -204,6 +204,8 @@ static int sock_setup(void)
 	setenv("SOFTRNIC_LOG", "0", 1);
 	l = ibv_get_device_list(NULL);
 	S.ctx = l && l[0] ? ibv_open_device(l[0]) : NULL;
+	if (l)
+		ibv_free_device_list(l);
 	if (!S.ctx)
 		return -1;
 	S.pd = ibv_alloc_pd(S.ctx);

@@ -186,6 +186,8 @@ static int open_device(void)
 	struct ibv_device **l = ibv_get_device_list(NULL);
 
 	F.ctx = l && l[0] ? ibv_open_device(l[0]) : NULL;
+	if (l)
+		ibv_free_device_list(l);
 	if (!F.ctx)
 		return -1;
 	ibv_query_gid(F.ctx, 1, 0, &F.gid);

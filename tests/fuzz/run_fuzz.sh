@@ -21,7 +21,8 @@ wire) srcs=("$src/transport/tcp/wire.c") len=4096 env=() ;;
 ctl | tcp | udp) # the verbs library's sources (src/rpc is another library)
 	mapfile -t srcs < <(find "$src" -path "$src/rpc" -prune -o -name '*.c' -print | sort)
 	len=16384 env=(ASAN_OPTIONS=detect_leaks=0)
-	[ "$target" = ctl ] && len=1024 ;;
+	# the control socket's sessions: leaks are looked for too
+	[ "$target" = ctl ] && len=1024 env=() ;;
 *) echo "run_fuzz.sh: unknown target $target" >&2; exit 2 ;;
 esac
 command -v clang >/dev/null || { echo "skip: clang not installed"; exit 77; }
