@@ -5,7 +5,8 @@
 #   run_fuzz.sh SECONDS TARGET
 # TARGET
 #   wire  fuzz_wire.c: the TCP wire parser, cut at arbitrary points
-#   ctl   fuzz_ctl.c: the control socket's message classifier
+#   ctl   fuzz_ctl.c: the control socket's message classifier, and
+#         sessions on a real QP's control socket (the whole library)
 #   tcp   fuzz_tcp.c: whole connections to the TCP listener, against the
 #         whole library (every source file is compiled in)
 #   udp   fuzz_udp.c: UD datagrams to the process's UDP socket and to a UD
@@ -17,10 +18,11 @@ secs=${1:-30}
 target=${2:-wire}
 case $target in
 wire) srcs=("$src/transport/tcp/wire.c") len=4096 env=() ;;
-ctl) srcs=() len=1024 env=() ;;
-tcp | udp) # the verbs library's sources (src/rpc is another library)
+ctl | tcp | udp) # the verbs library's sources (src/rpc is another library)
 	mapfile -t srcs < <(find "$src" -path "$src/rpc" -prune -o -name '*.c' -print | sort)
-	len=16384 env=(ASAN_OPTIONS=detect_leaks=0) ;;
+	len=16384 env=(ASAN_OPTIONS=detect_leaks=0)
+	# the control socket's sessions: leaks are looked for too
+	[ "$target" = ctl ] && len=1024 env=() ;;
 *) echo "run_fuzz.sh: unknown target $target" >&2; exit 2 ;;
 esac
 command -v clang >/dev/null || { echo "skip: clang not installed"; exit 77; }
