@@ -487,6 +487,18 @@ SRN_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel *channel)
  * parent's ids stay allocated but dead; the next call opens the device
  * and starts a CM thread anew.
  */
+/* fork() while another thread holds the page pool's lock would leave it
+ * locked for ever in the child: the forking thread holds it across. */
+static void srn_cm_pool_prepare(void)
+{
+	pthread_mutex_lock(&srn_cm_pool_lock);
+}
+
+static void srn_cm_pool_parent(void)
+{
+	pthread_mutex_unlock(&srn_cm_pool_lock);
+}
+
 static void srn_cm_atfork_child(void)
 {
 	struct srn_list *pos;
@@ -523,6 +535,8 @@ static void srn_cm_atfork_child(void)
 
 __attribute__((constructor)) static void srn_cm_core_init(void)
 {
+	pthread_atfork(srn_cm_pool_prepare, srn_cm_pool_parent,
+		       srn_cm_pool_parent); /* the child unlocks it too */
 	pthread_atfork(NULL, NULL, srn_cm_atfork_child);
 }
 
