@@ -319,8 +319,16 @@ int srn_ctl_sendmsg(int fd, const void *msg, size_t len, const int *fds,
 	return 0;
 }
 
-/* Receives one message and the fds that came with it (*nfds in: room,
- * out: count). Truncated messages or fd lists are an error. */
+/*
+ * Receives one message and the fds that came with it (*nfds in: room,
+ * out: count). Truncated messages or fd lists are an error.
+ *
+ * A peer that closes its end while messages of ours are still unread in it
+ * makes the kernel report ECONNRESET, once, ahead of the messages it sent
+ * before closing (its BYE among them): they are still queued, so this
+ * reads on. The reset is reported only together with the peer's close, so
+ * the second read never blocks: a message, or 0 (the end, -ECONNRESET).
+ */
 ssize_t srn_ctl_recvmsg(int fd, void *msg, size_t len, int *fds, unsigned *nfds)
 {
 	char cbuf[CMSG_SPACE(sizeof(int) * SRN_CTL_MAX_FDS)];
@@ -334,6 +342,10 @@ ssize_t srn_ctl_recvmsg(int fd, void *msg, size_t len, int *fds, unsigned *nfds)
 	ssize_t n;
 
 	n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+	if (n < 0 && errno == ECONNRESET) {
+		mh.msg_controllen = sizeof(cbuf);
+		n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+	}
 	if (n < 0)
 		return errno == EAGAIN ? -ETIMEDOUT : -errno;
 	for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {

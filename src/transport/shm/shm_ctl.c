@@ -563,9 +563,21 @@ static void srn_shm_on_hup(struct srn_pollable *pl, uint32_t events)
 			       SRN_PEER_DEAD :
 			       SRN_PEER_CLOSED;
 
-	while (recv(pl->fd, &h, sizeof(h), MSG_DONTWAIT) >= (ssize_t)sizeof(h))
+	/* every message the target sent before closing is still queued: a
+	 * reset (it closed with messages of ours unread) is reported ahead of
+	 * them, once, and hides none (srn_ctl_recvmsg) */
+	for (bool reset = false;;) {
+		ssize_t n = recv(pl->fd, &h, sizeof(h), MSG_DONTWAIT);
+
+		if (n < 0 && errno == ECONNRESET && !reset) {
+			reset = true;
+			continue;
+		}
+		if (n < (ssize_t)sizeof(h))
+			break;
 		if (h.magic == SRN_CTL_MAGIC && h.type == SRN_CTL_BYE)
 			how = SRN_PEER_CLOSED;
+	}
 	srn_progress_del(pl);
 	/* release: pairs with the acquire in srn_shm_execute */
 	atomic_store_explicit(&p->gone, how, memory_order_release);
