@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -46,7 +47,22 @@ struct srn_ctl_conn {
 	uid_t uid;
 	bool connected; /* a peer QP attached (srn_ctl_conn_attach) */
 	bool bye;
+	/* a request the QP could not answer before RTR (srn_ctl_conn_defer),
+	 * under srn_ctl_defer_lock; once the QP is there the conn goes on
+	 * srn_ctl_ready and our progress thread dispatches it again
+	 * (srn_ctl_work) */
+	struct srn_list ready_link; /* on srn_ctl_ready, or empty */
+	void *def_msg;
+	size_t def_len;
+	int def_fd;
 };
+
+/* Lock order: a QP's conn_lock, then this. */
+static pthread_mutex_t srn_ctl_defer_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct srn_list srn_ctl_ready = SRN_LIST_INIT(srn_ctl_ready);
+/* srn_ctl_ready has entries: our progress thread wakes on this eventfd
+ * (its own: a kick of the progress thread would also sweep every QP) */
+static struct srn_pollable srn_ctl_wake = { .fd = -1 };
 
 /* Set by transports when the library is loaded, read-only afterwards. */
 static srn_ctl_handler_fn *srn_ctl_handlers[SRN_CTL_XSRQ_REP + 1];
@@ -152,7 +168,7 @@ static int srn_ctl_conn_verify(struct srn_ctl_conn *c, uint32_t src_qpn)
 	int err;
 
 	if (st == IBV_QPS_RESET || st == IBV_QPS_INIT)
-		return -EAGAIN; /* no RTR attributes yet */
+		return -EINPROGRESS; /* no RTR attributes yet */
 	/* acquire: pairs with the release in srn_qp_apply_attr (written
 	 * before the state we read, which pairs with srn_qp_set_state) */
 	dest = __atomic_load_n(&c->qp->shm->dest_qpn, __ATOMIC_ACQUIRE);
@@ -184,6 +200,69 @@ static int srn_ctl_conn_verify(struct srn_ctl_conn *c, uint32_t src_qpn)
  * progress thread, and a hang-up without BYE means it died. Once per conn;
  * until then, the conn is served nothing (srn_ctl_classify).
  */
+/* Under srn_ctl_defer_lock: c's deferred request is ready to be answered;
+ * our progress thread will (srn_ctl_work). */
+static void srn_ctl_defer_ready(struct srn_ctl_conn *c)
+{
+	if (!c->def_msg || !srn_list_empty(&c->ready_link))
+		return;
+	srn_list_add_tail(&c->ready_link, &srn_ctl_ready);
+	srn_kick_fd(srn_ctl_wake.fd);
+}
+
+/* Drops c's deferred request, if any (progress lock). */
+static void srn_ctl_defer_drop(struct srn_ctl_conn *c)
+{
+	void *m;
+	int fd;
+
+	pthread_mutex_lock(&srn_ctl_defer_lock);
+	srn_list_del(&c->ready_link);
+	srn_list_init(&c->ready_link);
+	m = c->def_msg;
+	fd = c->def_fd;
+	c->def_msg = NULL;
+	c->def_fd = -1;
+	pthread_mutex_unlock(&srn_ctl_defer_lock);
+	free(m);
+	if (fd >= 0)
+		close(fd);
+}
+
+/*
+ * Progress lock, from a handler: c's QP cannot answer msg before it is
+ * past INIT (srn_ctl_conn_attach said -EINPROGRESS). Keeps a copy of it,
+ * and fd (-1: none), and dispatches it again when the QP gets there
+ * (srn_ctl_kick_peers, then srn_ctl_work): the answer then follows on the
+ * same connection. A later request replaces it.
+ */
+int srn_ctl_conn_defer(struct srn_ctl_conn *c, const void *msg, size_t len,
+		       int fd)
+{
+	void *m = malloc(len);
+	enum ibv_qp_state st;
+
+	if (!m)
+		return -ENOMEM;
+	srn_ctl_defer_drop(c);
+	memcpy(m, msg, len);
+	pthread_mutex_lock(&srn_ctl_defer_lock);
+	c->def_msg = m;
+	c->def_len = len;
+	c->def_fd = fd;
+	/* the QP may have moved since srn_ctl_conn_attach looked: its
+	 * srn_ctl_kick_peers either comes after this and sees def_msg, or
+	 * came before and its state is visible here (through the lock) */
+	st = srn_qp_state(c->qp);
+	if (st != IBV_QPS_RESET && st != IBV_QPS_INIT)
+		srn_ctl_defer_ready(c);
+	pthread_mutex_unlock(&srn_ctl_defer_lock);
+	srn_dbg("QP 0x%06x: a request of pid %d kept until RTR (%s)",
+		c->qp->ibqpx.qp_base.qp_num, (int)c->pid,
+		st != IBV_QPS_RESET && st != IBV_QPS_INIT ? "now" : "later");
+	return 0;
+}
+
 int srn_ctl_conn_attach(struct srn_ctl_conn *c, uint32_t src_qpn, int kick_fd)
 {
 	int err;
@@ -194,6 +273,8 @@ int srn_ctl_conn_attach(struct srn_ctl_conn *c, uint32_t src_qpn, int kick_fd)
 	if (err)
 		return err;
 	/* kick_fd is read by srn_ctl_kick_peers under conn_lock */
+	/* one descriptor per peer process (util/fdshare.c) */
+	kick_fd = srn_fdshare_get(kick_fd, (int32_t)c->pid);
 	pthread_mutex_lock(&c->qp->conn_lock);
 	c->kick_fd = kick_fd;
 	pthread_mutex_unlock(&c->qp->conn_lock);
@@ -238,8 +319,16 @@ int srn_ctl_sendmsg(int fd, const void *msg, size_t len, const int *fds,
 	return 0;
 }
 
-/* Receives one message and the fds that came with it (*nfds in: room,
- * out: count). Truncated messages or fd lists are an error. */
+/*
+ * Receives one message and the fds that came with it (*nfds in: room,
+ * out: count). Truncated messages or fd lists are an error.
+ *
+ * A peer that closes its end while messages of ours are still unread in it
+ * makes the kernel report ECONNRESET, once, ahead of the messages it sent
+ * before closing (its BYE among them): they are still queued, so this
+ * reads on. The reset is reported only together with the peer's close, so
+ * the second read never blocks: a message, or 0 (the end, -ECONNRESET).
+ */
 ssize_t srn_ctl_recvmsg(int fd, void *msg, size_t len, int *fds, unsigned *nfds)
 {
 	char cbuf[CMSG_SPACE(sizeof(int) * SRN_CTL_MAX_FDS)];
@@ -253,6 +342,10 @@ ssize_t srn_ctl_recvmsg(int fd, void *msg, size_t len, int *fds, unsigned *nfds)
 	ssize_t n;
 
 	n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+	if (n < 0 && errno == ECONNRESET) {
+		mh.msg_controllen = sizeof(cbuf);
+		n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+	}
 	if (n < 0)
 		return errno == EAGAIN ? -ETIMEDOUT : -errno;
 	for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
@@ -296,13 +389,13 @@ void srn_ctl_bye(int fd)
 
 static void srn_ctl_conn_close(struct srn_ctl_conn *c)
 {
+	srn_ctl_defer_drop(c);
 	srn_progress_del(&c->pl);
 	pthread_mutex_lock(&c->qp->conn_lock);
 	srn_list_del(&c->pl.link);
 	pthread_mutex_unlock(&c->qp->conn_lock);
 	close(c->pl.fd);
-	if (c->kick_fd >= 0)
-		close(c->kick_fd);
+	srn_fdshare_put(c->kick_fd);
 	free(c);
 }
 
@@ -452,6 +545,8 @@ static void srn_ctl_on_accept(struct srn_pollable *pl, uint32_t events)
 	c->pid = cr.pid;
 	c->uid = cr.uid;
 	c->kick_fd = -1;
+	c->def_fd = -1;
+	srn_list_init(&c->ready_link);
 	c->pl.fd = fd;
 	c->pl.fn = srn_ctl_on_conn;
 	c->pl.priv = c;
@@ -568,9 +663,12 @@ void srn_ctl_unlisten(struct srn_qp *qp)
 }
 
 /* Wakes the progress threads of the initiators connected to qp, and
- * tells the transports (their peers may wait for qp's receives). */
+ * tells the transports (their peers may wait for qp's receives). Requests
+ * deferred until qp's RTR are answered by our progress thread. */
 void srn_ctl_kick_peers(struct srn_qp *qp)
 {
+	enum ibv_qp_state st = srn_qp_state(qp);
+	bool past_init = st != IBV_QPS_RESET && st != IBV_QPS_INIT;
 	struct srn_list *pos, *tmp;
 
 	pthread_mutex_lock(&qp->conn_lock);
@@ -580,9 +678,91 @@ void srn_ctl_kick_peers(struct srn_qp *qp)
 
 		if (c->kick_fd >= 0)
 			srn_kick_fd(c->kick_fd);
+		if (past_init) {
+			pthread_mutex_lock(&srn_ctl_defer_lock);
+			srn_ctl_defer_ready(c);
+			pthread_mutex_unlock(&srn_ctl_defer_lock);
+		}
 	}
 	pthread_mutex_unlock(&qp->conn_lock);
 	srn_transport_kick(qp);
+}
+
+/* Progress thread (srn_ctl_wake): dispatches again the deferred requests
+ * whose QP is now past INIT. */
+static void srn_ctl_work(struct srn_pollable *pl, uint32_t events)
+{
+	struct srn_ctl_conn *c;
+	uint64_t v;
+
+	if (read(pl->fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		srn_dbg("ctl wake read: %m");
+	for (;;) {
+		int fds[1];
+		unsigned nfds;
+		size_t len;
+		void *m;
+		bool keep;
+
+		pthread_mutex_lock(&srn_ctl_defer_lock);
+		c = srn_list_empty(&srn_ctl_ready) ?
+			    NULL :
+			    container_of(srn_ctl_ready.next,
+					 struct srn_ctl_conn, ready_link);
+		if (c) {
+			srn_list_del(&c->ready_link);
+			srn_list_init(&c->ready_link);
+			m = c->def_msg;
+			len = c->def_len;
+			fds[0] = c->def_fd;
+			c->def_msg = NULL;
+			c->def_fd = -1;
+		}
+		pthread_mutex_unlock(&srn_ctl_defer_lock);
+		if (!c)
+			break;
+		nfds = fds[0] >= 0;
+		srn_dbg("QP 0x%06x: answering the kept request of pid %d",
+			c->qp->ibqpx.qp_base.qp_num, (int)c->pid);
+		keep = srn_ctl_dispatch(c, m, len, fds, &nfds);
+		for (unsigned i = 0; i < nfds; i++)
+			close(fds[i]);
+		free(m);
+		if (!keep)
+			srn_ctl_conn_close(c);
+	}
+}
+
+/* The progress thread starts: its wake-up for deferred requests. */
+static void srn_ctl_start(void)
+{
+	srn_ctl_wake.fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	srn_ctl_wake.fn = srn_ctl_work;
+	srn_list_init(&srn_ctl_wake.link);
+	if (srn_ctl_wake.fd >= 0 && srn_progress_add(&srn_ctl_wake, EPOLLIN)) {
+		close(srn_ctl_wake.fd);
+		srn_ctl_wake.fd = -1;
+	}
+	if (srn_ctl_wake.fd < 0)
+		srn_warn("control plane: no wake-up eventfd (%m): requests "
+			 "to QPs before their RTR wait for the next one");
+}
+
+static void srn_ctl_stop(void)
+{
+	if (srn_ctl_wake.fd < 0)
+		return;
+	srn_progress_del(&srn_ctl_wake);
+	close(srn_ctl_wake.fd);
+	srn_ctl_wake.fd = -1;
+}
+
+static struct srn_progress_hooks srn_ctl_hooks = { .start = srn_ctl_start,
+						   .stop = srn_ctl_stop };
+
+__attribute__((constructor)) static void srn_ctl_init(void)
+{
+	srn_progress_hooks_add(&srn_ctl_hooks);
 }
 
 /* Connects to the control socket of QP qpn on this host; a blocking

@@ -120,6 +120,8 @@ int srn_ctl_handler_set(unsigned type, srn_ctl_handler_fn *fn);
 struct srn_qp *srn_ctl_conn_qp(const struct srn_ctl_conn *c);
 int srn_ctl_conn_fd(const struct srn_ctl_conn *c);
 int srn_ctl_conn_attach(struct srn_ctl_conn *c, uint32_t src_qpn, int kick_fd);
+int srn_ctl_conn_defer(struct srn_ctl_conn *c, const void *msg, size_t len,
+		       int fd);
 int srn_ctl_listen(struct srn_qp *qp);
 void srn_ctl_unlisten(struct srn_qp *qp);
 int srn_ctl_srqn_reserve(uint32_t *srqn_p);

@@ -111,6 +111,8 @@ static bool srn_req_stall(struct srn_qp *qp, enum srn_stall why,
 		return false;
 	}
 	if (!srn_req_retries_infinite(qp) && qp->stall_retries-- == 0) {
+		srn_dbg("QP 0x%06x: stall %s: retries used up",
+			qp->ibqpx.qp_base.qp_num, srn_stall_names[why]);
 		*status = why == SRN_STALL_RNR ? IBV_WC_RNR_RETRY_EXC_ERR :
 						 IBV_WC_RETRY_EXC_ERR;
 		srn_req_unstall(qp);

@@ -30,7 +30,9 @@
 #include <string.h>
 
 #define SRN_CTL_MAGIC 0x4c43534eu /* "NSCL" */
-#define SRN_CTL_VERSION 3 /* 2: ADOPT is transport-neutral; 3: XSRQ */
+/* 2: ADOPT is transport-neutral; 3: XSRQ; 4: CONNECT_REP -EINPROGRESS,
+ * then the answer once the target QP is past INIT */
+#define SRN_CTL_VERSION 4
 #define SRN_CTL_SOCK_FMT "softrnic/qp/%06x" /* abstract: leading NUL */
 /* bound (not listening) while an XRC SRQ of that number exists: what makes
  * XRC SRQ numbers unique on the host */

@@ -230,24 +230,73 @@ SRN_EXPORT void rdma_free_devices(struct ibv_context **list)
  * (core/memreg.c). The CM thread writes these objects while application
  * threads register memory; so no page holds both.
  */
+/*
+ * Freed objects' pages are kept for the next object of their size rather
+ * than unmapped: an munmap in a process with threads on several CPUs
+ * flushes their TLBs (an IPI each; costly under virtualisation), and a
+ * connection allocates and frees several objects (events, ids). At most
+ * SRN_CM_POOL_MAX blocks of each size (1 to SRN_CM_POOL_SIZES pages).
+ */
+#define SRN_CM_POOL_SIZES 4
+#define SRN_CM_POOL_MAX 256
+
+struct srn_cm_pool_blk {
+	size_t len; /* what srn_cm_zalloc stores there anyway */
+	struct srn_cm_pool_blk *next;
+};
+
+static pthread_mutex_t srn_cm_pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct srn_cm_pool_blk *srn_cm_pool[SRN_CM_POOL_SIZES];
+static unsigned srn_cm_pool_n[SRN_CM_POOL_SIZES];
+
 void *srn_cm_zalloc(size_t size)
 {
 	size_t len = SRN_ALIGN_UP(size + SRN_CACHELINE, 4096ul);
-	char *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	size_t k = len / 4096 - 1;
+	char *p = NULL;
 
-	if (p == MAP_FAILED)
-		return NULL;
+	if (k < SRN_CM_POOL_SIZES) {
+		pthread_mutex_lock(&srn_cm_pool_lock);
+		if (srn_cm_pool[k]) {
+			p = (char *)srn_cm_pool[k];
+			srn_cm_pool[k] = srn_cm_pool[k]->next;
+			srn_cm_pool_n[k]--;
+		}
+		pthread_mutex_unlock(&srn_cm_pool_lock);
+		if (p)
+			memset(p, 0, len);
+	}
+	if (!p) {
+		p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p == MAP_FAILED)
+			return NULL;
+	}
 	*(size_t *)p = len;
 	return p + SRN_CACHELINE;
 }
 
 void srn_cm_zfree(void *ptr)
 {
-	char *p = ptr;
+	struct srn_cm_pool_blk *b;
+	size_t k;
 
-	if (p)
-		munmap(p - SRN_CACHELINE, *(size_t *)(p - SRN_CACHELINE));
+	if (!ptr)
+		return;
+	b = (struct srn_cm_pool_blk *)((char *)ptr - SRN_CACHELINE);
+	k = b->len / 4096 - 1;
+	if (k < SRN_CM_POOL_SIZES) {
+		pthread_mutex_lock(&srn_cm_pool_lock);
+		if (srn_cm_pool_n[k] < SRN_CM_POOL_MAX) {
+			b->next = srn_cm_pool[k];
+			srn_cm_pool[k] = b;
+			srn_cm_pool_n[k]++;
+			b = NULL;
+		}
+		pthread_mutex_unlock(&srn_cm_pool_lock);
+	}
+	if (b)
+		munmap(b, b->len);
 }
 
 struct srn_cm_id *srn_cm_id_new(struct srn_cm_chan *c, void *context,
@@ -438,6 +487,18 @@ SRN_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel *channel)
  * parent's ids stay allocated but dead; the next call opens the device
  * and starts a CM thread anew.
  */
+/* fork() while another thread holds the page pool's lock would leave it
+ * locked for ever in the child: the forking thread holds it across. */
+static void srn_cm_pool_prepare(void)
+{
+	pthread_mutex_lock(&srn_cm_pool_lock);
+}
+
+static void srn_cm_pool_parent(void)
+{
+	pthread_mutex_unlock(&srn_cm_pool_lock);
+}
+
 static void srn_cm_atfork_child(void)
 {
 	struct srn_list *pos;
@@ -474,6 +535,8 @@ static void srn_cm_atfork_child(void)
 
 __attribute__((constructor)) static void srn_cm_core_init(void)
 {
+	pthread_atfork(srn_cm_pool_prepare, srn_cm_pool_parent,
+		       srn_cm_pool_parent); /* the child unlocks it too */
 	pthread_atfork(NULL, NULL, srn_cm_atfork_child);
 }
 

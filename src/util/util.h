@@ -53,4 +53,8 @@ int srn_seg_seal_writes(struct srn_seg *seg);
 
 void srn_kick_fd(int fd);
 
+/* ---- fdshare.c: one descriptor per open file received from peers ---- */
+int srn_fdshare_get(int fd, int32_t key);
+void srn_fdshare_put(int fd);
+
 #endif /* SRN_UTIL_H */

@@ -2,15 +2,19 @@
 /*
  * Unit tests of the hardware blocks, linked against the library's objects:
  * receive rings, CQ rings (owner bits, overflow, arming), the key table and
- * its check order, the QP state table, the opcode table and the RNR timer.
+ * its check order, the QP state table, the opcode table, the RNR timer and
+ * the control socket's reading after a reset.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "engine/engine.h"
+#include "proto/srn_ctl_proto.h"
 #include "unit_check.h"
 
 static void test_rq_ring(void)
@@ -396,6 +400,33 @@ static void test_cq_owner_resize(void)
 	ibv_free_device_list(l);
 }
 
+/*
+ * A control connection whose other end says BYE and closes while a message
+ * of ours is still unread there: the kernel reports a reset first
+ * (ECONNRESET), ahead of the BYE still queued. The BYE must be read, or a
+ * destroyed peer QP is taken for a dead process (its QP moved to ERR).
+ */
+static void test_ctl_reset(void)
+{
+	struct srn_ctl_hdr req = { SRN_CTL_MAGIC, SRN_CTL_VERSION,
+				   SRN_CTL_STAT_REQ, 0, sizeof(req) };
+	struct srn_ctl_hdr h;
+	int sv[2], fds[SRN_CTL_MAX_FDS];
+	unsigned nfds = SRN_CTL_MAX_FDS;
+
+	CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
+	CHECK(srn_ctl_sendmsg(sv[0], &req, sizeof(req), NULL, 0) == 0);
+	srn_ctl_bye(sv[1]); /* with our request unread */
+	close(sv[1]);
+	CHECK(srn_ctl_recvmsg(sv[0], &h, sizeof(h), fds, &nfds) ==
+		      (ssize_t)sizeof(h) &&
+	      nfds == 0 && h.magic == SRN_CTL_MAGIC && h.type == SRN_CTL_BYE);
+	nfds = SRN_CTL_MAX_FDS;
+	CHECK(srn_ctl_recvmsg(sv[0], &h, sizeof(h), fds, &nfds) ==
+	      -ECONNRESET); /* then the end */
+	close(sv[0]);
+}
+
 int main(void)
 {
 	test_rq_ring();
@@ -408,5 +439,6 @@ int main(void)
 	test_cq_repair();
 	test_cq_peer_geo();
 	test_cq_owner_resize();
+	test_ctl_reset();
 	return unit_summary();
 }

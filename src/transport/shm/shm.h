@@ -50,6 +50,7 @@ struct srn_peer {
 	pid_t pid;
 	uint32_t qpn;
 	struct srn_seg qp_seg, cq_seg, tpt_seg, srq_seg;
+	struct srn_shm_tpt *tpt_map; /* tpt_seg's, shared (shm_ctl.c) */
 	struct srn_qp_shm *tqp;
 	const struct srn_tpt_shm *tpt;
 	uint32_t pd_handle;
@@ -65,6 +66,7 @@ struct srn_peer {
 	 * segments, the peer is pending and nothing above is mapped. */
 	atomic_bool up; /* written under sq_lock, read by other threads */
 	bool req_out; /* a CONNECT_REQ waits for its answer */
+	bool deferred; /* the target answers once past INIT (its RTR) */
 	bool broken; /* the answer could not be mapped: fail */
 	int refused; /* the target's last refusal, logged once */
 	uint64_t next_try_ns, backoff_ns;
@@ -141,5 +143,6 @@ int srn_shm_direct_map(struct srn_qp *qp, uint64_t addr, uint32_t rkey,
 /* shm_ctl.c */
 int srn_shm_ctl_connect(struct srn_peer *p, uint32_t dqpn);
 int srn_shm_ctl_retry(struct srn_peer *p);
+int srn_shm_ctl_wait(struct srn_peer *p);
 
 #endif /* SRN_SHM_TRANSPORT_H */

@@ -8,12 +8,13 @@
  * QP's segments (QP, receive CQ, key table, SRQ) and kick fds once the
  * control plane has let the peer attach (srn_ctl_conn_attach: the kernel
  * vouches that it owns the QPN our QP names as its peer), else with the
- * refusal (-EAGAIN: we are not at RTR yet; -EPERM). MR_REQ (only on an
- * attached connection) with the memfds of an MR.
+ * refusal (-EINPROGRESS: we are not at RTR yet, the control plane keeps
+ * the request and it comes back here then; -EAGAIN; -EPERM). MR_REQ (only
+ * on an attached connection) with the memfds of an MR.
  *
- * Initiator side: srn_shm_ctl_connect() dials the target at RTR and asks;
- * a target not ready yet leaves the connection pending, and the requester's
- * retries (srn_shm_ctl_retry, from execute) ask again until it answers.
+ * Initiator side: srn_shm_ctl_connect() dials the target at RTR and asks,
+ * without waiting; the answer is taken when it arrives (srn_shm_on_conn)
+ * or when the QP first needs its peer (srn_shm_ctl_retry, from execute).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -49,9 +50,17 @@ static void srn_shm_on_connect(struct srn_ctl_conn *c,
 	unsigned n = 0;
 	int err = srn_ctl_conn_attach(c, req->src_qpn, fd);
 
+	/* not past INIT: answered again, on this connection, once it is
+	 * (the control plane keeps the request and its fd) */
+	if (err == -EINPROGRESS &&
+	    srn_ctl_conn_defer(c, req, sizeof(*req), fd) == 0)
+		fd = -1;
+	else if (err == -EINPROGRESS)
+		err = -EAGAIN; /* out of memory: ask again */
 	if (err) { /* nothing but the verdict */
 		rep.hdr.status = err == -EISCONN ? -EINVAL : err;
-		close(fd);
+		if (fd >= 0)
+			close(fd);
 		srn_ctl_sendmsg(srn_ctl_conn_fd(c), &rep, sizeof(rep), NULL, 0);
 		return;
 	}
@@ -177,6 +186,102 @@ static int srn_shm_map_one(struct srn_seg *seg, int *f, int i,
 	return err;
 }
 
+/*
+ * A peer context's key table (TPT, 128 MiB of address space) is mapped
+ * once per process, however many of our QPs connect to QPs of that
+ * context: a mapping and its unmapping (a TLB flush on every CPU running
+ * our threads) per connection otherwise. Found by the descriptor
+ * util/fdshare.c keeps for that open file; counted by the peers using it.
+ */
+struct srn_shm_tpt {
+	int fd; /* from srn_fdshare_get */
+	struct srn_seg seg;
+	unsigned refs;
+	struct srn_shm_tpt *next;
+};
+
+static pthread_mutex_t srn_shm_tpt_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct srn_shm_tpt *srn_shm_tpts;
+
+/* p maps the TPT segment fd (consumed): a mapping here already, or a new
+ * one. */
+static int srn_shm_tpt_get(struct srn_peer *p, int fd)
+{
+	struct srn_shm_tpt *t;
+	bool found;
+	int err = 0;
+
+	/* a key of its own per peer pid (kick eventfds use the pid) */
+	fd = srn_fdshare_get(fd, (int32_t)(p->pid ^ 0x5a5a5a5a));
+	pthread_mutex_lock(&srn_shm_tpt_lock);
+	for (t = srn_shm_tpts; t && t->fd != fd; t = t->next)
+		;
+	found = t != NULL;
+	if (!t) {
+		t = calloc(1, sizeof(*t));
+		err = t ? srn_seg_map(&t->seg, fd, SRN_SEG_TPT,
+				      sizeof(struct srn_tpt_shm), PROT_READ) :
+			  -ENOMEM;
+		if (err) {
+			free(t);
+			t = NULL;
+		} else {
+			t->fd = fd;
+			t->seg.fd = -1; /* fdshare's */
+			t->next = srn_shm_tpts;
+			srn_shm_tpts = t;
+		}
+	}
+	if (t) {
+		t->refs++;
+		p->tpt_map = t;
+		p->tpt_seg = t->seg;
+	}
+	pthread_mutex_unlock(&srn_shm_tpt_lock);
+	if (err || found) /* the mapping holds one reference to fd */
+		srn_fdshare_put(fd);
+	return err;
+}
+
+static void srn_shm_tpt_put(struct srn_peer *p)
+{
+	struct srn_shm_tpt *t = p->tpt_map, **pp;
+
+	if (!t)
+		return;
+	p->tpt_map = NULL;
+	p->tpt_seg.addr = NULL;
+	pthread_mutex_lock(&srn_shm_tpt_lock);
+	if (--t->refs == 0) {
+		for (pp = &srn_shm_tpts; *pp != t; pp = &(*pp)->next)
+			;
+		*pp = t->next;
+	} else {
+		t = NULL;
+	}
+	pthread_mutex_unlock(&srn_shm_tpt_lock);
+	if (t) {
+		srn_seg_unmap(&t->seg);
+		srn_fdshare_put(t->fd);
+		free(t);
+	}
+}
+
+/* Every connection to a process brings its kick eventfd, and every one to
+ * a QP of a CQ that has a channel that channel's eventfd: one descriptor of
+ * each is kept (util/fdshare.c), keyed by the owner's pid (and CQ). */
+static void srn_shm_share_fds(struct srn_peer *p)
+{
+	const struct srn_seg_hdr *cq = p->cq_seg.addr;
+	/* relaxed: a hint only (a wrong one shares nothing); written once by
+	 * the owner (srn_seg_create) before it passed the segment */
+	uint32_t id = cq ? __atomic_load_n(&cq->id, __ATOMIC_RELAXED) : 0;
+
+	p->kick_fd = srn_fdshare_get(p->kick_fd, (int32_t)p->pid);
+	p->chan_fd = srn_fdshare_get(
+		p->chan_fd, (int32_t)(p->pid + 0x9e3779b9u * (id + 1)));
+}
+
 /* Maps what the target sent; fds are consumed (mapped, kept or closed). */
 static int srn_shm_map_target(struct srn_peer *p,
 			      const struct srn_ctl_connect_rep *r, int *fds)
@@ -195,10 +300,10 @@ static int srn_shm_map_target(struct srn_peer *p,
 	if (!err && f[SRN_REPFD_CQ] >= 0)
 		err = srn_shm_map_one(&p->cq_seg, f, SRN_REPFD_CQ, SRN_SEG_CQ,
 				      sizeof(struct srn_cq_shm), rw);
-	if (!err)
-		err = srn_shm_map_one(&p->tpt_seg, f, SRN_REPFD_TPT,
-				      SRN_SEG_TPT, sizeof(struct srn_tpt_shm),
-				      PROT_READ);
+	if (!err) {
+		err = srn_shm_tpt_get(p, f[SRN_REPFD_TPT]);
+		f[SRN_REPFD_TPT] = -1; /* consumed */
+	}
 	if (!err && f[SRN_REPFD_SRQ] >= 0)
 		err = srn_shm_map_one(&p->srq_seg, f, SRN_REPFD_SRQ,
 				      SRN_SEG_SRQ, sizeof(struct srn_srq_shm),
@@ -206,6 +311,7 @@ static int srn_shm_map_target(struct srn_peer *p,
 	for (int i = 0; i < SRN_REPFD_NR; i++)
 		if (f[i] >= 0)
 			close(f[i]);
+	srn_shm_share_fds(p);
 	return err;
 }
 
@@ -266,8 +372,9 @@ static int srn_shm_send_req(struct srn_peer *p)
 
 /*
  * Takes the answer to our CONNECT_REQ; waits for it (up to the socket's
- * timeout) only if may_wait. -EINPROGRESS: not there yet, still awaited.
- * Else the target's verdict: 0 (its segments are mapped here: the peer is
+ * timeout) only if may_wait. -EINPROGRESS: not there yet, or the target
+ * keeps our request until its RTR (p->deferred): still awaited. Else the
+ * target's verdict: 0 (its segments are mapped here: the peer is
  * up), its refusal (-EAGAIN, -EPERM) or a failure; p->broken when mapping
  * failed half-way (the peer cannot be used any more).
  */
@@ -289,6 +396,11 @@ static int srn_shm_take_rep(struct srn_peer *p, bool may_wait)
 		      srn_shm_check_rep(&rep, n, p->qpn, nfds,
 					p->qp->ibqpx.qp_base.qp_type ==
 						IBV_QPT_XRC_SEND);
+	/* -EINPROGRESS: the target is not past INIT and answers again once
+	 * it is (its RTR); until then nothing to send, nothing to wait for */
+	p->deferred = err == -EINPROGRESS;
+	srn_dbg("QP 0x%06x: QP 0x%06x answered: %s",
+		p->qp->ibqpx.qp_base.qp_num, p->qpn, strerror(-err));
 	if (!err) {
 		p->pid = rep.owner_pid;
 		err = srn_shm_map_target(p, &rep, fds);
@@ -296,6 +408,10 @@ static int srn_shm_take_rep(struct srn_peer *p, bool may_wait)
 		if (!err)
 			err = srn_shm_views(p, p->qpn);
 		p->broken = err != 0;
+		if (err)
+			srn_warn("QP 0x%06x: QP 0x%06x's segments: %s",
+				 p->qp->ibqpx.qp_base.qp_num, p->qpn,
+				 strerror(-err));
 	}
 	for (unsigned i = 0; i < nfds; i++)
 		close(fds[i]);
@@ -335,21 +451,24 @@ static void srn_shm_up(struct srn_peer *p)
 
 /*
  * The handshake, from its pending state, under sq_lock: asks the target
- * again (at most once per backoff period) and takes its answer. An
- * application thread waits for the answer (the target's progress thread
- * gives it without waiting for anyone); the progress thread never waits:
- * it leaves the answer for its next retry, which the answer's arrival
- * triggers (srn_shm_on_conn). 0: the peer is up; -EAGAIN: not yet; other:
- * the target's segments could not be mapped (p->broken).
+ * (again: at most once per backoff period, and not while it keeps our
+ * request until its RTR) and takes its answer. An application thread
+ * waits for the answer to a request (the target's progress thread gives it
+ * without waiting for anyone), and for a kept one's only if wait_kept; the
+ * progress thread never waits: it leaves the answer for its next retry,
+ * which the answer's arrival triggers (srn_shm_on_conn). 0: the peer is
+ * up; -EAGAIN: not yet; other: the target's segments could not be mapped
+ * (p->broken).
  */
-int srn_shm_ctl_retry(struct srn_peer *p)
+static int srn_shm_ctl_ask(struct srn_peer *p, bool wait_kept)
 {
+	bool app = !srn_in_progress_thread;
 	uint64_t now = srn_now_ns();
 	int err;
 
 	if (p->broken)
 		return -EPROTO;
-	if (!p->req_out) {
+	if (!p->req_out && !p->deferred) {
 		if (now < p->next_try_ns)
 			return -EAGAIN;
 		err = srn_shm_send_req(p);
@@ -359,7 +478,9 @@ int srn_shm_ctl_retry(struct srn_peer *p)
 		}
 		p->req_out = true;
 	}
-	err = srn_shm_take_rep(p, !srn_in_progress_thread);
+	err = srn_shm_take_rep(p, app && (!p->deferred || wait_kept));
+	if (err == -EINPROGRESS && p->deferred && app && wait_kept)
+		err = srn_shm_take_rep(p, true); /* kept: the second answer */
 	if (err == -EINPROGRESS)
 		return -EAGAIN;
 	if (!err)
@@ -367,6 +488,19 @@ int srn_shm_ctl_retry(struct srn_peer *p)
 	else if (!p->broken)
 		srn_shm_refused(p, err, now);
 	return p->broken || !err ? err : -EAGAIN;
+}
+
+int srn_shm_ctl_retry(struct srn_peer *p)
+{
+	return srn_shm_ctl_ask(p, false);
+}
+
+/* As srn_shm_ctl_retry, for an application thread that needs the peer now
+ * (srn_direct_map): a request the target keeps until its RTR is waited for
+ * too, up to the socket's timeout. */
+int srn_shm_ctl_wait(struct srn_peer *p)
+{
+	return srn_shm_ctl_ask(p, true);
 }
 
 /*
@@ -391,12 +525,13 @@ int srn_shm_ctl_connect(struct srn_peer *p, uint32_t dqpn)
 			p->qp->ibqpx.qp_base.qp_num, dqpn, strerror(-err));
 		return err == -ECONNREFUSED || err == -ENOENT ? -EINVAL : err;
 	}
-	err = srn_shm_ctl_retry(p);
-	if (err && err != -EAGAIN) {
-		srn_err("QP 0x%06x: connecting to QP 0x%06x failed: %s",
-			p->qp->ibqpx.qp_base.qp_num, dqpn, strerror(-err));
-		return err;
-	}
+	/* ask, and take the answer when the QP first needs its peer
+	 * (srn_shm_ctl_retry): RTR waits for no other process */
+	err = srn_shm_send_req(p);
+	if (err)
+		srn_shm_refused(p, err, srn_now_ns());
+	else
+		p->req_out = true;
 	return 0;
 }
 
@@ -408,12 +543,10 @@ static void srn_peer_free(struct srn_peer *p)
 	srn_shm_xrc_free(p);
 	srn_seg_unmap(&p->qp_seg);
 	srn_seg_unmap(&p->cq_seg);
-	srn_seg_unmap(&p->tpt_seg);
+	srn_shm_tpt_put(p);
 	srn_seg_unmap(&p->srq_seg);
-	if (p->chan_fd >= 0)
-		close(p->chan_fd);
-	if (p->kick_fd >= 0)
-		close(p->kick_fd);
+	srn_fdshare_put(p->chan_fd);
+	srn_fdshare_put(p->kick_fd);
 	if (p->conn.fd >= 0)
 		close(p->conn.fd);
 	free(p);
@@ -430,9 +563,21 @@ static void srn_shm_on_hup(struct srn_pollable *pl, uint32_t events)
 			       SRN_PEER_DEAD :
 			       SRN_PEER_CLOSED;
 
-	while (recv(pl->fd, &h, sizeof(h), MSG_DONTWAIT) >= (ssize_t)sizeof(h))
+	/* every message the target sent before closing is still queued: a
+	 * reset (it closed with messages of ours unread) is reported ahead of
+	 * them, once, and hides none (srn_ctl_recvmsg) */
+	for (bool reset = false;;) {
+		ssize_t n = recv(pl->fd, &h, sizeof(h), MSG_DONTWAIT);
+
+		if (n < 0 && errno == ECONNRESET && !reset) {
+			reset = true;
+			continue;
+		}
+		if (n < (ssize_t)sizeof(h))
+			break;
 		if (h.magic == SRN_CTL_MAGIC && h.type == SRN_CTL_BYE)
 			how = SRN_PEER_CLOSED;
+	}
 	srn_progress_del(pl);
 	/* release: pairs with the acquire in srn_shm_execute */
 	atomic_store_explicit(&p->gone, how, memory_order_release);
@@ -454,9 +599,27 @@ static void srn_shm_on_hup(struct srn_pollable *pl, uint32_t events)
  * srn_shm_mr_fetch): let it run. */
 static void srn_shm_on_conn(struct srn_pollable *pl, uint32_t events)
 {
-	if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+	struct srn_peer *p = pl->priv;
+	struct srn_qp *qp = p->qp;
+	bool stalled;
+
+	if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
 		srn_shm_on_hup(pl, events);
-	else
+		return;
+	}
+	/* take the answer now, if nobody holds the send queue (the peer is
+	 * freed only after srn_progress_del, which waits for us) */
+	if (!srn_trylock(&qp->sq_lock)) {
+		srn_progress_request_retry(); /* the holder, or the sweep */
+		return;
+	}
+	/* acquire: pairs with the release in srn_shm_up */
+	if (!atomic_load_explicit(&p->up, memory_order_acquire) &&
+	    (p->req_out || p->deferred))
+		srn_shm_ctl_retry(p);
+	stalled = qp->stall != SRN_STALL_NONE;
+	srn_unlock(&qp->sq_lock);
+	if (stalled) /* it may wait for this (handshake, MR_REP, XSRQ_REP) */
 		srn_progress_request_retry();
 }
 

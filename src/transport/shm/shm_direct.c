@@ -73,7 +73,7 @@ int srn_shm_direct_map(struct srn_qp *qp, uint64_t addr, uint32_t rkey,
 		return -ENOTCONN;
 	/* acquire: pairs with the release in srn_shm_up (the segments) */
 	if (!atomic_load_explicit(&p->up, memory_order_acquire) &&
-	    (srn_shm_ctl_retry(p) ||
+	    (srn_shm_ctl_wait(p) ||
 	     /* acquire: pairs with the release in srn_shm_up */
 	     !atomic_load_explicit(&p->up, memory_order_acquire)))
 		return -ENOTCONN;

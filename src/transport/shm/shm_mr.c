@@ -265,10 +265,13 @@ int srn_shm_mr_fetch(struct srn_peer *p, uint32_t key, struct srn_rmr **rmr_p)
 	uint32_t asked = p->mr_asked;
 	int err;
 
+	/* an answer that does not come within the socket's timeout (a
+	 * target too busy or stopped) is a stall, as a device's unanswered
+	 * request: counted by retry_cnt x timeout, taken when it comes */
 	if (asked) { /* the answer to an earlier question comes first */
 		err = srn_mr_take(p, may_wait, rmr_p);
 		if (err == -EINPROGRESS)
-			return may_wait ? -ETIMEDOUT : -EAGAIN;
+			return -EAGAIN;
 		if (asked == key)
 			return err;
 	}
@@ -276,5 +279,5 @@ int srn_shm_mr_fetch(struct srn_peer *p, uint32_t key, struct srn_rmr **rmr_p)
 	if (err || !may_wait)
 		return err ? err : -EAGAIN;
 	err = srn_mr_take(p, true, rmr_p);
-	return err == -EINPROGRESS ? -ETIMEDOUT : err;
+	return err == -EINPROGRESS ? -EAGAIN : err;
 }

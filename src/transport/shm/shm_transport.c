@@ -38,6 +38,8 @@ static int srn_remote_fail(struct srn_peer *p, int err,
 		*status = IBV_WC_REM_ACCESS_ERR;
 		srn_resp_error(p);
 	} else {
+		srn_dbg("QP 0x%06x: QP 0x%06x's MR: %s",
+			p->qp->ibqpx.qp_base.qp_num, p->qpn, strerror(-err));
 		*status = IBV_WC_RETRY_EXC_ERR;
 	}
 	return 0;
