@@ -209,6 +209,7 @@ void srn_rs_free(struct srn_rs *rs)
 	free(rs->rq_len);
 	free(rs->iomap);
 	free(rs->rmap);
+	free(rs->sleepers);
 	pthread_mutex_destroy(&rs->lock);
 	free(rs);
 }
@@ -774,7 +775,10 @@ int srn_rs_progress(struct srn_rs *rs)
 	     rs->state != SRN_RSS_BOUND))
 		while (srn_rs_cm_step(rs))
 			n++;
-	return n + srn_rs_poll_cq(rs);
+	n += srn_rs_poll_cq(rs);
+	if (n && rs->nsleepers)
+		srn_rs_wake_sleepers(rs);
+	return n;
 }
 
 static bool srn_rs_fd_readable(int fd)

@@ -6,6 +6,8 @@
  * (armed first). Nothing spins and no library thread is involved: rpoll
  * and rselect wait the same way, with the application's real fds in the
  * same poll().
+ *
+ * Threads asleep on one rsocket wake each other: cm_rsocket_wake.c.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -14,9 +16,11 @@
 #include <string.h>
 #include <sys/select.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "rdmacm/rs.h"
 #include "util/srn_compiler.h"
+#include "util/util.h"
 
 static int64_t srn_rs_now_ms(void)
 {
@@ -38,7 +42,8 @@ static int srn_rs_left(int64_t deadline)
 
 /*
  * Arms rs's CQ and, unless something arrived meanwhile (then it returns
- * at once), fills p[] with the fds to wait on: how many.
+ * at once), fills p[] (3 entries) with the fds to wait on and puts this
+ * thread on rs's sleepers (srn_rs_sleep_del takes it off): how many.
  */
 static int srn_rs_wait_fds(struct srn_rs *rs, struct pollfd *p, bool *ready_p)
 {
@@ -55,23 +60,25 @@ static int srn_rs_wait_fds(struct srn_rs *rs, struct pollfd *p, bool *ready_p)
 	p[n++] = (struct pollfd){ .fd = rs->ch->fd, .events = POLLIN };
 	if (rs->cch)
 		p[n++] = (struct pollfd){ .fd = rs->cch->fd, .events = POLLIN };
-	return n;
+	return n + srn_rs_sleep_add(rs, &p[n]);
 }
 
 /* Sleeps (rs->lock dropped) until something may have changed for rs or
  * timeout_ms passed (-1: no limit). Callers look again after it. */
 int srn_rs_block(struct srn_rs *rs, int timeout_ms)
 {
-	struct pollfd p[2];
+	struct pollfd p[3];
 	bool ready;
 	int n = srn_rs_wait_fds(rs, p, &ready);
 
 	if (ready)
 		return 0;
 	pthread_mutex_unlock(&rs->lock);
-	n = poll(p, n, timeout_ms);
+	n = poll(p, n, timeout_ms) < 0 ? -errno : 0;
 	pthread_mutex_lock(&rs->lock);
-	return n < 0 ? -errno : 0;
+	srn_rs_sleep_del(rs);
+	srn_rs_sleep_done();
+	return n;
 }
 
 /* Until one of events (or POLLERR/POLLHUP) holds for rs: 0, or
@@ -117,11 +124,12 @@ static int srn_rs_poll_scan(struct pollfd *fds, nfds_t nfds)
 }
 
 /* Pass 2: the kernel's set: the real fds and, unless one is ready
- * already (*ready_p), the rsockets' fds, armed; an rsocket that turns
- * ready while armed counts in *ready_p. One that made progress without
- * turning ready (a send completion, credits) adds no fd: the CQ was not
- * left armed, so its channel would not wake us; *again_p then asks the
- * caller to look again at once. Returns the set's size. */
+ * already (*ready_p), the rsockets' fds, armed (map[] says nfds + i for
+ * rsocket i's); an rsocket that turns ready while armed counts in
+ * *ready_p. One that made progress without turning ready (a send
+ * completion, credits) adds no fd: the CQ was not left armed, so its
+ * channel would not wake us; *again_p then asks the caller to look again
+ * at once. Returns the set's size. */
 static nfds_t srn_rs_poll_build(struct pollfd *fds, nfds_t nfds,
 				struct pollfd *k, nfds_t *map, int *ready_p,
 				bool *again_p)
@@ -150,17 +158,44 @@ static nfds_t srn_rs_poll_build(struct pollfd *fds, nfds_t nfds,
 		*again_p |= ready && !fds[i].revents;
 		pthread_mutex_unlock(&rs->lock);
 		while (c--)
-			map[n++] = (nfds_t)-1;
+			map[n++] = nfds + i;
 	}
 	return n;
+}
+
+/* After the kernel's poll: off the sleepers of every rsocket of the set,
+ * and the real fds' events back into fds[]. */
+static void srn_rs_poll_after(struct pollfd *fds, nfds_t nfds,
+			      const struct pollfd *k, const nfds_t *map,
+			      nfds_t n)
+{
+	nfds_t i;
+
+	for (i = 0; i < n; i++) {
+		struct srn_rs *rs;
+
+		if (map[i] < nfds) {
+			fds[map[i]].revents = k[i].revents;
+			continue;
+		}
+		if (i && map[i] == map[i - 1])
+			continue; /* this rsocket's next fd */
+		rs = srn_rs_get(fds[map[i] - nfds].fd);
+		if (!rs)
+			continue;
+		pthread_mutex_lock(&rs->lock);
+		srn_rs_sleep_del(rs);
+		pthread_mutex_unlock(&rs->lock);
+	}
+	srn_rs_sleep_done();
 }
 
 SRN_EXPORT int rpoll(struct pollfd *fds, nfds_t nfds, int timeout)
 {
 	int64_t deadline = timeout < 0 ? -1 : srn_rs_now_ms() + timeout;
-	struct pollfd *k = calloc(2 * nfds + 1, sizeof(*k));
-	nfds_t *map = calloc(2 * nfds + 1, sizeof(*map));
-	int ready, ret;
+	struct pollfd *k = calloc(3 * nfds + 1, sizeof(*k));
+	nfds_t *map = calloc(3 * nfds + 1, sizeof(*map));
+	int ready, ret, err;
 	nfds_t n, i;
 
 	if (!k || !map) {
@@ -174,11 +209,12 @@ SRN_EXPORT int rpoll(struct pollfd *fds, nfds_t nfds, int timeout)
 		ready = srn_rs_poll_scan(fds, nfds);
 		n = srn_rs_poll_build(fds, nfds, k, map, &ready, &again);
 		ret = poll(k, n, ready || again ? 0 : srn_rs_left(deadline));
-		if (ret < 0)
+		err = errno;
+		srn_rs_poll_after(fds, nfds, k, map, n);
+		if (ret < 0) {
+			errno = err;
 			break;
-		for (i = 0; i < n; i++)
-			if (map[i] != (nfds_t)-1)
-				fds[map[i]].revents = k[i].revents;
+		}
 		for (ret = 0, i = 0; i < nfds; i++)
 			ret += fds[i].revents != 0;
 		/* none: an rsocket's fd woke us (look again), or time is up */

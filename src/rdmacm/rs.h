@@ -95,6 +95,11 @@ struct srn_rs {
 	struct ibv_cq *cq;
 	struct ibv_qp *qp;
 	bool armed; /* CQ notification requested, no event taken */
+	/* the wake eventfds of the threads asleep on this rsocket: the
+	 * thread that takes its completions or events wakes the others
+	 * (cm_rsocket_poll.c) */
+	int *sleepers;
+	uint32_t nsleepers, sleepers_cap;
 	/* receiving: nrbuf buffers of rbuf_size, rbufs of them for data */
 	uint8_t *rbuf;
 	size_t rbuf_len; /* the mapping */
@@ -163,6 +168,12 @@ void srn_rs_release_head(struct srn_rs *rs);
 
 /* cm_rsocket_poll.c */
 int srn_rs_block(struct srn_rs *rs, int timeout_ms);
+
+/* cm_rsocket_wake.c */
+int srn_rs_sleep_add(struct srn_rs *rs, struct pollfd *p);
+void srn_rs_sleep_del(struct srn_rs *rs);
+void srn_rs_sleep_done(void);
+void srn_rs_wake_sleepers(struct srn_rs *rs);
 int srn_rs_wait(struct srn_rs *rs, short events, int timeout_ms);
 
 /* cm_rsocket_dgram.c */

@@ -404,6 +404,69 @@ static int t_poll_progress(void)
 	return 0;
 }
 
+struct pump {
+	int c;
+	int stop; /* the writer stops */
+	int done; /* the writer has stopped */
+};
+
+/* Sends on c until told to stop: blocks for credits again and again. */
+static void *pump_writer(void *arg)
+{
+	struct pump *p = arg;
+	static uint8_t buf[16384];
+
+	/* relaxed: a flag; the join orders the rest */
+	while (!__atomic_load_n(&p->stop, __ATOMIC_RELAXED))
+		if (rsend(p->c, buf, sizeof(buf), 0) <= 0)
+			break;
+	/* release: pairs with the acquire in t_two_waiters */
+	__atomic_store_n(&p->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/*
+ * Two threads wait on one rsocket: one sends (waits for credits), the
+ * other waits in rpoll for the peer's answers and reads them. Whichever
+ * takes the completions must wake the other: the credits taken by the
+ * reading thread left the sending one asleep for ever.
+ */
+static int t_two_waiters(void)
+{
+	struct pump p = { 0 };
+	pthread_t th, w;
+	int lfd, c, s, i;
+	int64_t until;
+	char x;
+
+	if (pair(&lfd, &c, &s))
+		return -1;
+	p.c = c;
+	pthread_create(&th, NULL, chunk_echo, &s);
+	pthread_create(&w, NULL, pump_writer, &p);
+	for (i = 0; i < POLL_ROUNDS; i++) {
+		struct pollfd f = { .fd = c, .events = POLLIN };
+
+		if (rpoll(&f, 1, 60000) != 1 || rrecv(c, &x, 1, 0) != 1)
+			break;
+	}
+	/* relaxed: a flag (see pump_writer) */
+	__atomic_store_n(&p.stop, 1, __ATOMIC_RELAXED);
+	until = now_ms() + 60000;
+	/* acquire: pairs with the release in pump_writer */
+	while (!__atomic_load_n(&p.done, __ATOMIC_ACQUIRE) && now_ms() < until)
+		if (rrecv(c, &x, 1, MSG_DONTWAIT) < 0) /* the answers */
+			usleep(1000);
+	CHECK(i == POLL_ROUNDS);
+	/* acquire: as above */
+	CHECK(__atomic_load_n(&p.done, __ATOMIC_ACQUIRE));
+	pthread_join(w, NULL);
+	rshutdown(c, SHUT_WR);
+	pthread_join(th, NULL);
+	unpair(lfd, c, s);
+	return 0;
+}
+
 /* Two connections one after the other on one listener, as rstream makes;
  * names; rselect; writev/readv. */
 static int t_again(void)
@@ -514,6 +577,7 @@ static const struct {
 	{ "shutdown", t_shutdown },
 	{ "flow", t_flow },
 	{ "poll_progress", t_poll_progress },
+	{ "two_waiters", t_two_waiters },
 	{ "again", t_again },
 	{ "dgram", t_dgram },
 };
