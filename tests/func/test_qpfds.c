@@ -222,6 +222,14 @@ static int side(int s, int n, int k, const char *who)
 		return 2;
 	for (int i = 0; i < n; i++)
 		ibv_destroy_qp(qp[i]);
+	ibv_dereg_mr(mr);
+	ibv_destroy_cq(cq);
+	ibv_dealloc_pd(pd);
+	ibv_close_device(ctx);
+	ibv_free_device_list(devs);
+	free(qp);
+	free(mine);
+	free(theirs);
 	return barrier(s) ? 2 : after - before < k * n ? 0 : 1;
 }
 
