@@ -122,7 +122,7 @@ static void test_cq_arm_race(void)
 	free(x.shm);
 }
 
-#define STALE_POSTS 2000000u
+#define STALE_POSTS 400000u
 #define STALE_PRODUCERS 6
 
 struct stale {
@@ -197,12 +197,13 @@ static void test_cq_stale_prod(void)
 	memset(x.shm, 0, bytes);
 	x.shm->size = SLOTS;
 	x.shm->cqe_off = sizeof(*x.shm);
-	pthread_create(&o, NULL, stale_owner, &x);
 	for (i = 0; i < STALE_PRODUCERS; i++) {
 		a[i] = (struct stale_arg){ &x, i };
 		CHECK(srn_cq_view_init(&x.v[i], x.shm, bytes, -1, -1) == 0);
-		pthread_create(&p[i], NULL, stale_producer, &a[i]);
 	}
+	pthread_create(&o, NULL, stale_owner, &x);
+	for (i = 0; i < STALE_PRODUCERS; i++)
+		pthread_create(&p[i], NULL, stale_producer, &a[i]);
 	for (i = 0; i < STALE_PRODUCERS; i++)
 		pthread_join(p[i], NULL);
 	/* release: pairs with the acquire in stale_owner */
