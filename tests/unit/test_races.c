@@ -123,7 +123,7 @@ static void test_cq_arm_race(void)
 }
 
 #define STALE_POSTS 400000u
-#define STALE_PRODUCERS 6
+#define STALE_PRODUCERS 4
 
 struct stale {
 	struct srn_cq_view v[STALE_PRODUCERS]; /* one each, as peers have */
@@ -174,9 +174,12 @@ static void *stale_producer(void *arg)
 
 		while (!cr || !__atomic_compare_exchange_n(
 				      &x->credits, &cr, cr - 1, true,
-				      __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE))
+				      __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE)) {
+			if (!cr)
+				sched_yield(); /* 2 CPUs, 5 threads */
 			/* acquire: as above */
 			cr = __atomic_load_n(&x->credits, __ATOMIC_ACQUIRE);
+		}
 		if (srn_cq_post(&x->v[a->i], &c))
 			/* relaxed: a count, read after the join */
 			__atomic_fetch_add(&x->full, 1, __ATOMIC_RELAXED);
