@@ -8,8 +8,10 @@
 # llvm-cov's table for the TCP transport's receive files, then the line
 # coverage of the receive-side functions of tcp_ud.c and of the control
 # socket's target side (engine/ctl.c, transport/shm/shm_ctl.c), whose
-# files also hold the sending side. docs/security.md quotes it. Run it in
-# a network namespace of its own (it listens on a port):
+# files also hold the sending side; and, from fuzz_rsock alone, that of
+# rsockets' receive-side functions (docs/rsockets.md). docs/security.md
+# quotes it. Run it in a network namespace of its own (it listens on a
+# port):
 #   unshare -n bash -c 'ip link set lo up; scripts/fuzz-coverage.sh 60'
 # FUZZ_COV_KEEP=DIR keeps the binaries and the profile in DIR (then, e.g.:
 #   llvm-cov show DIR/fuzz_tcp -object DIR/fuzz_udp -object DIR/fuzz_ctl
@@ -33,9 +35,10 @@ mkdir -p "$w/obj"
 printf '%s\n' "${lib[@]}" | xargs -P2 -I{} sh -c \
 	'clang "$@" -fsanitize=fuzzer-no-link -c {} -o "$0/obj/$(echo {} | tr / _).o"' \
 	"$w" "${cflags[@]}"
-for t in tcp udp ctl; do
+for t in tcp udp ctl rsock; do
 	len=16384
 	[ $t = ctl ] && len=1024
+	[ $t = rsock ] && len=4096
 	clang "${cflags[@]}" -fsanitize=fuzzer "tests/fuzz/fuzz_$t.c" \
 		"$w"/obj/*.o -lpthread -o "$w/fuzz_$t"
 	rm -rf "$w/corpus_$t"
@@ -47,6 +50,8 @@ for t in tcp udp ctl; do
 	echo "fuzz_$t: $(grep -E -o 'Done [0-9]+ runs.*' "$w/$t.log" || true)"
 done
 sleep 1 # the second process of fuzz_tcp writes its profile as it leaves
+llvm-profdata merge -sparse "$w"/rsock-*.profraw -o "$w/rsock.profdata"
+rm -f "$w"/rsock-*.profraw
 llvm-profdata merge -sparse "$w"/*.profraw -o "$w/all.profdata"
 cov=(llvm-cov report "$w/fuzz_tcp" -object "$w/fuzz_udp" -object
 	"$w/fuzz_ctl" -instr-profile="$w/all.profdata")
@@ -68,3 +73,8 @@ funcs "tcp_ud.c, receive side" \
 funcs "ctl.c + shm_ctl.c, target side" \
 	'srn_ctl_conn_attach|srn_ctl_recvmsg|srn_ctl_conn_verify|srn_ctl_owner|srn_ctl_on_accept|srn_ctl_uid_ok|srn_ctl_on_conn|srn_ctl_on_hangup|srn_ctl_dispatch|srn_ctl_on_adopt|srn_ctl_on_stat|srn_ctl_conn_close|srn_ctl_peercred|srn_shm_on_msg|srn_shm_on_connect|srn_shm_on_mr_req' \
 	src/engine/ctl.c src/transport/shm/shm_ctl.c
+cov=(llvm-cov report "$w/fuzz_rsock" -instr-profile="$w/rsock.profdata")
+funcs "rsockets, receive side (fuzz_rsock)" \
+	'srn_rs_peer|srn_rs_on_recv|srn_rs_on_dgram|srn_rs_iomap_in|srn_rs_on_send|srn_rs_poll_cq|srn_rs_read|srn_rs_release_head|srn_rs_flush_ctrl|srn_rs_broken|srn_rs_dg_take|srn_rs_dg_from|srn_rs_dg_recvfrom|srn_rs_rmap_find|riowrite' \
+	src/rdmacm/cm_rsocket_core.c src/rdmacm/cm_rsocket_dgram.c \
+	src/rdmacm/cm_rsocket_io.c

@@ -27,6 +27,12 @@
  * the sender registered a buffer for remote writes; the peer's riowrite
  * is then an RDMA WRITE (no immediate, no receive buffer) straight into
  * it. IOUNMAP (same payload, only offset and len used) withdraws it.
+ * A peer keeps at most SRN_RS_RMAP_MAX buffers mapped at a time (riomap
+ * fails with ENOMEM beyond it); an IOMAP past it resets the connection.
+ *
+ * Credits: a receiver never returns more credits than the sender used,
+ * so the sender's credits never exceed the bufs of the receiver's hello;
+ * an immediate that would take them past it resets the connection.
  */
 #ifndef SRN_RS_PROTO_H
 #define SRN_RS_PROTO_H
@@ -45,6 +51,7 @@
 #define SRN_RS_BUFS_MIN 2 /* data credits a peer gives at least */
 #define SRN_RS_BUFS_MAX 4096
 #define SRN_RS_CREDITS_MAX 0xffffu
+#define SRN_RS_RMAP_MAX 1024 /* buffers a peer may have mapped (IOMAP) */
 
 enum srn_rs_msg_kind {
 	SRN_RS_DATA = 0, /* payload: stream bytes */

@@ -326,6 +326,7 @@ int srn_rs_peer(struct srn_rs *rs, const void *pdata, size_t len)
 	if (ret)
 		return ret;
 	rs->credits = h.bufs;
+	rs->peer_bufs = h.bufs;
 	rs->peer_buf = h.buf_size < SRN_RS_BUF_SIZE ? h.buf_size :
 						      SRN_RS_BUF_SIZE;
 	return srn_rs_map(rs->pd, (size_t)rs->nsbuf * rs->peer_buf, 0,
@@ -516,9 +517,10 @@ size_t srn_rs_read(struct srn_rs *rs, const struct iovec *iov, int iovcnt,
 	return n;
 }
 
-/* IOMAP / IOUNMAP from the peer: its table of riomap'ed buffers. */
-static void srn_rs_iomap_in(struct srn_rs *rs, enum srn_rs_msg_kind kind,
-			    const uint8_t *p, uint32_t len)
+/* IOMAP / IOUNMAP from the peer: its table of riomap'ed buffers, at
+ * most SRN_RS_RMAP_MAX of them. -EPROTO when the peer maps more. */
+static int srn_rs_iomap_in(struct srn_rs *rs, enum srn_rs_msg_kind kind,
+			   const uint8_t *p, uint32_t len)
 {
 	struct srn_rs_iomap_msg m;
 	struct srn_rs_rmap *t;
@@ -533,8 +535,10 @@ static void srn_rs_iomap_in(struct srn_rs *rs, enum srn_rs_msg_kind kind,
 	if (kind == SRN_RS_IOUNMAP) {
 		if (i < rs->nrmap)
 			rs->rmap[i] = rs->rmap[--rs->nrmap];
-		return;
+		return 0;
 	}
+	if (i == rs->nrmap && rs->nrmap >= SRN_RS_RMAP_MAX)
+		return -EPROTO;
 	if (i == rs->nrmap) {
 		t = realloc(rs->rmap, (rs->nrmap + 1) * sizeof(*t));
 		if (!t)
@@ -546,9 +550,10 @@ static void srn_rs_iomap_in(struct srn_rs *rs, enum srn_rs_msg_kind kind,
 	rs->rmap[i].addr = be64toh(m.addr);
 	rs->rmap[i].len = be64toh(m.len);
 	rs->rmap[i].rkey = be32toh(m.rkey);
-	return;
+	return 0;
 bad:
 	srn_warn("rsocket %d: bad IOMAP message dropped", rs->fd);
+	return 0;
 }
 
 static void srn_rs_broken(struct srn_rs *rs, int err)
@@ -559,6 +564,25 @@ static void srn_rs_broken(struct srn_rs *rs, int err)
 		rs->err = err;
 }
 
+/* A datagram (GRH first) into the receive queue; one longer than its
+ * buffer (no NIC writes that) is dropped. */
+static void srn_rs_on_dgram(struct srn_rs *rs, uint32_t idx, uint32_t len)
+{
+	uint32_t tail = (rs->rq_head + rs->rq_cnt) % rs->nrbuf;
+
+	if (len > rs->rbuf_size) {
+		srn_warn("rsocket %d: bad datagram dropped", rs->fd);
+		if (srn_rs_post_recv(rs, idx))
+			srn_rs_broken(rs, ECONNRESET);
+		return;
+	}
+	rs->rq_idx[tail] = idx;
+	rs->rq_len[tail] = len;
+	rs->rq_cnt++;
+}
+
+/* The peer's message: its immediate is checked, its credits too (never
+ * more than its hello's bufs in all, proto/srn_rs_proto.h). */
 static void srn_rs_on_recv(struct srn_rs *rs, const struct ibv_wc *wc)
 {
 	uint32_t idx = (uint32_t)wc->wr_id, credits, tail;
@@ -569,16 +593,14 @@ static void srn_rs_on_recv(struct srn_rs *rs, const struct ibv_wc *wc)
 			srn_rs_broken(rs, ECONNRESET);
 		return;
 	}
-	if (rs->dgram && idx < rs->nrbuf) { /* a whole datagram, GRH first */
-		tail = (rs->rq_head + rs->rq_cnt) % rs->nrbuf;
-		rs->rq_idx[tail] = idx;
-		rs->rq_len[tail] = wc->byte_len;
-		rs->rq_cnt++;
+	if (rs->dgram && idx < rs->nrbuf) {
+		srn_rs_on_dgram(rs, idx, wc->byte_len);
 		return;
 	}
 	if (idx >= rs->nrbuf || !(wc->wc_flags & IBV_WC_WITH_IMM) ||
 	    srn_rs_imm_parse(wc->imm_data, &kind, &credits) ||
-	    wc->byte_len > rs->rbuf_size) {
+	    wc->byte_len > rs->rbuf_size ||
+	    credits > rs->peer_bufs - rs->credits) {
 		srn_warn("rsocket %d: bad message, connection reset", rs->fd);
 		srn_rs_broken(rs, EPROTO);
 		return;
@@ -594,10 +616,14 @@ static void srn_rs_on_recv(struct srn_rs *rs, const struct ibv_wc *wc)
 	}
 	if (kind == SRN_RS_FIN)
 		rs->fin_rcvd = true;
-	if (kind == SRN_RS_IOMAP || kind == SRN_RS_IOUNMAP)
-		srn_rs_iomap_in(rs, kind,
-				rs->rbuf + (size_t)idx * rs->rbuf_size,
-				wc->byte_len);
+	if ((kind == SRN_RS_IOMAP || kind == SRN_RS_IOUNMAP) &&
+	    srn_rs_iomap_in(rs, kind, rs->rbuf + (size_t)idx * rs->rbuf_size,
+			    wc->byte_len)) {
+		srn_warn("rsocket %d: more than %u IOMAPs, connection reset",
+			 rs->fd, SRN_RS_RMAP_MAX);
+		srn_rs_broken(rs, EPROTO);
+		return;
+	}
 	if (kind != SRN_RS_CREDIT && kind != SRN_RS_FIN) {
 		rs->peer_view -= rs->peer_view ? 1 : 0;
 		rs->owed++;

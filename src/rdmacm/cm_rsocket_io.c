@@ -348,7 +348,8 @@ static int srn_rs_iomap_add(struct srn_rs *rs, void *buf, size_t len,
 	struct srn_rs_iomap *t, *m;
 	int ret;
 
-	if (rs->iomapsize && rs->niomap >= rs->iomapsize)
+	if ((rs->iomapsize && rs->niomap >= rs->iomapsize) ||
+	    rs->niomap >= SRN_RS_RMAP_MAX) /* what the peer takes */
 		return -ENOMEM;
 	t = realloc(rs->iomap, (rs->niomap + 1) * sizeof(*t));
 	if (!t)

@@ -117,6 +117,7 @@ struct srn_rs {
 	uint32_t nsbuf, s_head, s_used;
 	uint32_t sq_depth, sq_out; /* send WRs posted, not completed */
 	uint32_t credits; /* DATA messages the peer can take now */
+	uint32_t peer_bufs; /* its hello's bufs: credits never exceed it */
 	uint32_t peer_buf; /* the peer's receive buffer size */
 	bool fin_sent, fin_rcvd, shut_rd, shut_wr;
 	bool fin_wanted; /* FIN to send once the send queue has room */

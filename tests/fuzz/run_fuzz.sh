@@ -11,6 +11,9 @@
 #         whole library (every source file is compiled in)
 #   udp   fuzz_udp.c: UD datagrams to the process's UDP socket and to a UD
 #         QP's forwarding socket, against the whole library
+#   rsock fuzz_rsock.c: a hostile rsockets peer (hello, immediates,
+#         credits, byte_len, IOMAP, datagram headers) against the whole
+#         library's rsockets, through a stand-in QP and CQ
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 src=$here/../../src
@@ -18,11 +21,13 @@ secs=${1:-30}
 target=${2:-wire}
 case $target in
 wire) srcs=("$src/transport/tcp/wire.c") len=4096 env=() ;;
-ctl | tcp | udp) # the verbs library's sources (src/rpc is another library)
+ctl | tcp | udp | rsock) # the verbs library's sources (src/rpc is another library)
 	mapfile -t srcs < <(find "$src" -path "$src/rpc" -prune -o -name '*.c' -print | sort)
 	len=16384 env=(ASAN_OPTIONS=detect_leaks=0)
 	# the control socket's sessions: leaks are looked for too
-	[ "$target" = ctl ] && len=1024 env=() ;;
+	[ "$target" = ctl ] && len=1024 env=()
+	# rsockets: leaks are looked for too
+	[ "$target" = rsock ] && len=4096 env=() ;;
 *) echo "run_fuzz.sh: unknown target $target" >&2; exit 2 ;;
 esac
 command -v clang >/dev/null || { echo "skip: clang not installed"; exit 77; }
