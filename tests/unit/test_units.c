@@ -57,17 +57,27 @@ static void test_rq_ring(void)
 	free(seg);
 }
 
-static void test_cq_ring(void)
+#define CQ4_BYTES (sizeof(struct srn_cq_shm) + 4 * sizeof(struct srn_cqe))
+
+/* A CQ segment of 4 slots, and a producer's view of it in *v. */
+static struct srn_cq_shm *cq4_new(struct srn_cq_view *v)
 {
-	size_t bytes = sizeof(struct srn_cq_shm) + 4 * sizeof(struct srn_cqe);
-	void *seg = calloc(1, bytes);
-	struct srn_cq_shm *shm = seg;
-	struct srn_cq_view v;
-	struct srn_cqe c = { .wr_id = 7, .status = IBV_WC_SUCCESS };
+	struct srn_cq_shm *shm = calloc(1, CQ4_BYTES);
 
 	shm->size = 4;
 	shm->cqe_off = sizeof(*shm);
-	CHECK(srn_cq_view_init(&v, seg, bytes, -1, -1) == 0);
+	CHECK(srn_cq_view_init(v, shm, CQ4_BYTES, -1, -1) == 0);
+	return shm;
+}
+
+static void test_cq_ring(void)
+{
+	size_t bytes = CQ4_BYTES;
+	struct srn_cq_view v;
+	struct srn_cq_shm *shm = cq4_new(&v);
+	void *seg = shm;
+	struct srn_cqe c = { .wr_id = 7, .status = IBV_WC_SUCCESS };
+
 	CHECK(srn_cq_view_init(&v, seg, bytes - 64, -1, -1) == -EPROTO);
 	for (int i = 0; i < 4; i++)
 		CHECK(srn_cq_post(&v, &c) == 0);
@@ -106,15 +116,10 @@ static void test_cq_ring(void)
  */
 static void test_cq_stale_prod(void)
 {
-	size_t bytes = sizeof(struct srn_cq_shm) + 4 * sizeof(struct srn_cqe);
-	void *seg = calloc(1, bytes);
-	struct srn_cq_shm *shm = seg;
 	struct srn_cq_view v;
+	struct srn_cq_shm *shm = cq4_new(&v);
 	struct srn_cqe c = { .wr_id = 7, .status = IBV_WC_SUCCESS };
 
-	shm->size = 4;
-	shm->cqe_off = sizeof(*shm);
-	CHECK(srn_cq_view_init(&v, seg, bytes, -1, -1) == 0);
 	shm->prod = 12;
 	shm->cons = 12;
 	CHECK(srn_cq_room(&v, 10, 3) == -EAGAIN); /* cons_seen (0) is stale */
@@ -128,7 +133,7 @@ static void test_cq_stale_prod(void)
 	CHECK(shm->overflow == 0);
 	shm->prod = 5; /* garbage: cons stays past prod */
 	CHECK(srn_cq_post(&v, &c) == -EPROTO);
-	free(seg);
+	free(shm);
 }
 
 /* A zero-based type 2 window at index 6 on 0x100 bytes of MR key (entry
