@@ -164,6 +164,30 @@ static int connect_all(struct ibv_qp **qp, int n, const uint32_t *theirs,
 	return 0;
 }
 
+/* n RC QPs on pd, their numbers in mine[]; 0, or 1 (said on stderr). */
+static int create_qps(struct ibv_pd *pd, struct ibv_qp_init_attr *ia,
+		      struct ibv_qp **qp, uint32_t *mine, int n,
+		      const char *who)
+{
+	for (int i = 0; i < n; i++) {
+		qp[i] = ibv_create_qp(pd, ia);
+		if (!qp[i]) {
+			fprintf(stderr, "%s: create QP %d: %s\n", who, i,
+				strerror(errno));
+			return 1;
+		}
+		mine[i] = qp[i]->qp_num;
+	}
+	return 0;
+}
+
+static void destroy_qps(struct ibv_qp **qp, int n)
+{
+	for (int i = 0; i < n; i++)
+		ibv_destroy_qp(qp[i]);
+	free(qp);
+}
+
 /* One side: N QPs, connected to the other's, one WRITE each. */
 static int side(int s, int n, int k, const char *who)
 {
@@ -196,13 +220,8 @@ static int side(int s, int n, int k, const char *who)
 	me.rkey = mr->rkey;
 	ia.send_cq = ia.recv_cq = cq;
 	before = fd_count();
-	for (int i = 0; i < n; i++) {
-		qp[i] = ibv_create_qp(pd, &ia);
-		if (!qp[i])
-			return fprintf(stderr, "%s: create QP %d: %s\n", who, i,
-				       strerror(errno)) > 0;
-		mine[i] = qp[i]->qp_num;
-	}
+	if (create_qps(pd, &ia, qp, mine, n, who))
+		return 1;
 	if (xfer(s, &me, sizeof(me), true) || xfer(s, &peer, sizeof(peer), 0) ||
 	    xfer(s, mine, (size_t)n * 4, true) ||
 	    xfer(s, theirs, (size_t)n * 4, false))
@@ -220,14 +239,12 @@ static int side(int s, int n, int k, const char *who)
 	fflush(stdout);
 	if (barrier(s))
 		return 2;
-	for (int i = 0; i < n; i++)
-		ibv_destroy_qp(qp[i]);
+	destroy_qps(qp, n);
 	ibv_dereg_mr(mr);
 	ibv_destroy_cq(cq);
 	ibv_dealloc_pd(pd);
 	ibv_close_device(ctx);
 	ibv_free_device_list(devs);
-	free(qp);
 	free(mine);
 	free(theirs);
 	return barrier(s) ? 2 : after - before < k * n ? 0 : 1;
