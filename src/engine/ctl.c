@@ -442,7 +442,8 @@ static void srn_ctl_on_hangup(struct srn_ctl_conn *c)
 	    c->qp->ibqpx.qp_base.qp_type != IBV_QPT_UD) {
 		srn_warn("QP 0x%06x: peer QP 0x%06x (pid %d) died",
 			 c->qp->ibqpx.qp_base.qp_num, c->src_qpn, (int)c->pid);
-		srn_cq_peer_died(c->qp->recv_cq);
+		if (c->qp->recv_cq) /* an XRC TGT QP has none */
+			srn_cq_peer_died(c->qp->recv_cq);
 		srn_qp_async_fatal(c->qp);
 	}
 	srn_ctl_conn_close(c);
