@@ -46,6 +46,8 @@ struct srn_cm_chan {
 	struct rdma_event_channel ch;
 	struct srn_list events; /* struct srn_cm_event, oldest first */
 	bool private; /* a synchronous id's own channel */
+	unsigned int readers; /* threads inside rdma_get_cm_event */
+	bool dead; /* destroyed while readers were inside: the last frees */
 };
 
 struct srn_cm_id;

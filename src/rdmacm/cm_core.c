@@ -446,6 +446,12 @@ struct srn_cm_chan *srn_cm_chan_new(bool private)
 	return c;
 }
 
+/*
+ * Frees c (under srn_cm.lock). A thread still blocked in
+ * rdma_get_cm_event on it keeps it: as a read on the kernel's fd holds its
+ * file, that thread stays asleep, never woken by the close and never
+ * reading a closed or reused fd, and the last reader out frees it.
+ */
 void srn_cm_chan_free(struct srn_cm_chan *c)
 {
 	struct srn_list *pos, *tmp;
@@ -453,6 +459,10 @@ void srn_cm_chan_free(struct srn_cm_chan *c)
 	srn_list_for_each_safe(pos, tmp, &c->events) {
 		srn_list_del(pos);
 		srn_cm_zfree(srn_list_entry(pos, struct srn_cm_event, link));
+	}
+	if (c->readers) {
+		c->dead = true;
+		return;
 	}
 	close(c->ch.fd);
 	srn_cm_zfree(c);
@@ -683,10 +693,25 @@ static int srn_cm_take(struct srn_cm_chan *c, struct rdma_cm_event **ev_p)
 	return 0;
 }
 
+/* Enters (in = true) or leaves a blocking wait on c; the last reader out
+ * of a channel destroyed meanwhile frees it (srn_cm_chan_free). */
+static void srn_cm_chan_reader(struct srn_cm_chan *c, bool in)
+{
+	pthread_mutex_lock(&srn_cm.lock);
+	if (in) {
+		c->readers++;
+	} else if (!--c->readers && c->dead) {
+		c->dead = false;
+		srn_cm_chan_free(c);
+	}
+	pthread_mutex_unlock(&srn_cm.lock);
+}
+
 SRN_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel,
 				 struct rdma_cm_event **event)
 {
 	struct srn_cm_chan *c = container_of(channel, struct srn_cm_chan, ch);
+	int ret = -1, err = 0;
 	uint64_t v;
 	ssize_t n;
 
@@ -694,16 +719,26 @@ SRN_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel,
 		errno = EINVAL;
 		return -1;
 	}
+	srn_cm_chan_reader(c, true);
 	for (;;) {
 		n = read(channel->fd, &v, sizeof(v));
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0)
-			return -1; /* EAGAIN on a non-blocking channel */
-		if (!srn_cm_take(c, event))
-			return 0;
-		/* the count of a dropped event: wait for the next */
+		if (n < 0) {
+			err = errno; /* EAGAIN on a non-blocking channel */
+			break;
+		}
+		if (!srn_cm_take(c, event)) {
+			ret = 0;
+			break;
+		}
+		/* the count of a dropped event, or a destroyed channel whose
+		 * fd is still open: wait for the next */
 	}
+	srn_cm_chan_reader(c, false);
+	if (ret)
+		errno = err;
+	return ret;
 }
 
 SRN_EXPORT int rdma_ack_cm_event(struct rdma_cm_event *event)

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <rdma/rdma_cma.h>
@@ -432,6 +433,88 @@ static int t_destroy_waits(void)
 	CHECK(!pthread_join(t, NULL));
 	cli.id = NULL;
 	teardown(&cli);
+	return 0;
+}
+
+struct reader {
+	struct rdma_event_channel *ch;
+	pid_t tid;
+	int returned; /* written once the reader's call returns */
+};
+
+static void *reader_thread(void *arg)
+{
+	struct reader *r = arg;
+	struct rdma_cm_event *ev;
+
+	__atomic_store_n(&r->tid, gettid(), __ATOMIC_RELEASE);
+	rdma_get_cm_event(r->ch, &ev); /* must never return here */
+	__atomic_store_n(&r->returned, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* Whether thread tid sleeps in read(2) on fd, and fd has no count left. */
+static int reader_asleep(pid_t tid, int fd)
+{
+	struct pollfd pf = { .fd = fd, .events = POLLIN };
+	char path[64], buf[128];
+	long nr = -1, arg0 = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", tid);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	if (!fgets(buf, sizeof(buf), f))
+		buf[0] = 0;
+	fclose(f);
+	if (sscanf(buf, "%ld %lx", &nr, &arg0) != 2)
+		return 0;
+	return nr == 0 /* read on x86_64 */ && arg0 == fd &&
+	       poll(&pf, 1, 0) == 0;
+}
+
+/*
+ * rping's CM thread sits in rdma_get_cm_event while its main thread
+ * destroys the id (dropping an event whose count the reader already took)
+ * and then the channel. As on the kernel's fd, the reader must sleep on:
+ * never see a closed fd (rping exits 255 on "Bad file descriptor"), never
+ * touch freed memory.
+ */
+static int t_reader_outlives(void)
+{
+	struct sockaddr_in sa = loopback(1);
+	struct reader r = { 0 };
+	struct rdma_cm_id *id;
+	pthread_t t;
+	int fd, i;
+
+	r.ch = rdma_create_event_channel();
+	CHECK(r.ch);
+	fd = r.ch->fd;
+	CHECK(!rdma_create_id(r.ch, &id, NULL, RDMA_PS_TCP));
+	CHECK(!rdma_resolve_addr(id, NULL, (struct sockaddr *)&sa, 100));
+	{
+		struct pollfd pf = { .fd = fd, .events = POLLIN };
+
+		CHECK(poll(&pf, 1, 10000) == 1); /* ADDR_RESOLVED queued */
+	}
+	CHECK(!rdma_destroy_id(id)); /* drops it; its count stays */
+	CHECK(!pthread_create(&t, NULL, reader_thread, &r));
+	for (i = 0; i < 10000; i++) {
+		pid_t tid = __atomic_load_n(&r.tid, __ATOMIC_ACQUIRE);
+
+		if (tid && reader_asleep(tid, fd))
+			break;
+		usleep(1000);
+	}
+	CHECK(i < 10000); /* took the stale count, asleep again */
+	rdma_destroy_event_channel(r.ch);
+	CHECK(fcntl(fd, F_GETFD) >= 0); /* not closed under the reader */
+	CHECK(eventfd_write(fd, 1) == 0); /* a stray wake-up */
+	usleep(100000);
+	CHECK(!__atomic_load_n(&r.returned, __ATOMIC_ACQUIRE));
+	CHECK(pthread_detach(t) == 0); /* asleep for ever, as on the kernel */
 	return 0;
 }
 
@@ -1165,6 +1248,7 @@ static const struct {
 	{ "nobody", t_nobody }, /* first: no CM listener in this process */
 	{ "nonblock", t_nonblock },
 	{ "destroy_waits", t_destroy_waits },
+	{ "reader_outlives", t_reader_outlives },
 	{ "migrate", t_migrate },
 	{ "connect", t_connect },
 	{ "reject", t_reject },
