@@ -8,7 +8,8 @@
  * one INI QP sends into two XRC SRQs of the target (each receive CQE in
  * that SRQ's CQ, qp_num the TGT QP, src_qp the INI QP), WRITE and READ
  * checked against the named SRQ's PD; a SEND naming an SRQ of another
- * XRC domain, or no SRQ at all, completes with REM_INV_REQ_ERR.
+ * XRC domain, or no SRQ at all, completes with REM_INV_REQ_ERR. In
+ * processes: the INI QP's process dies and the TGT's lives on.
  */
 #define _GNU_SOURCE
 #include "harness.h"
@@ -471,6 +472,85 @@ static int xrc_init(struct chan *c, void *arg)
 	return t_failures;
 }
 
+/*
+ * The process of an XRC INI QP dies while connected (no BYE: _exit, as
+ * kill -9): the TGT QP, which has no CQ of its own, goes to ERR and its
+ * process lives on with its SRQs and their CQs intact (a hang-up once
+ * marked a NULL CQ and crashed it). This role runs in the parent.
+ */
+static int xrc_tgt_survives(struct chan *c, void *arg)
+{
+	struct xrc_tgt t;
+	struct xrc_info me;
+	uint32_t ini;
+
+	(void)arg;
+	REQUIRE(!tgt_open(&t), "setup");
+	memset(&me, 0, sizeof(me));
+	me.tgt_qpn = t.qp->qp_num;
+	ibv_get_srq_num(t.srq[0], &me.srqn[0]);
+	me.rkey = t.mr->rkey;
+	me.addr = (uintptr_t)t.buf;
+	ibv_query_gid(t.ctx, 1, 0, &me.gid);
+	REQUIRE(!chan_send(c, &me, sizeof(me)) &&
+			!chan_recv(c, &ini, sizeof(ini)),
+		"exchange");
+	REQUIRE(!xrc_connect(t.qp, ini, &me.gid, true), "TGT to RTS");
+	chan_barrier(c); /* 1: connected */
+	chan_barrier(c); /* 2: the WRITE done; then the INI's process dies */
+	CHECK(!memcmp(t.buf + 2048, "written", 7), "WRITE landed");
+	CHECK(wait_err(t.qp), "TGT in ERR after its peer died");
+	CHECK(cq_empty_for(t.cq[0], 20), "no completion in the SRQ's CQ");
+	{ /* the SRQ, shared with other TGT QPs, still takes receives */
+		struct ibv_sge sge = { (uintptr_t)t.buf, 64, t.mr->lkey };
+		struct ibv_recv_wr wr = { .wr_id = 30,
+					  .sg_list = &sge,
+					  .num_sge = 1 },
+				   *bad;
+
+		CHECK(!ibv_post_srq_recv(t.srq[0], &wr, &bad), "post srq");
+	}
+	tgt_close(&t);
+	return t_failures;
+}
+
+/* The INI side: connect, one WRITE, then exit without destroying
+ * anything. Runs in the child process. */
+static int xrc_ini_dies(struct chan *c, void *arg)
+{
+	struct ibv_qp_init_attr_ex qa = { .qp_type = IBV_QPT_XRC_SEND,
+					  .comp_mask = IBV_QP_INIT_ATTR_PD,
+					  .cap = { .max_send_wr = 16,
+						   .max_send_sge = 1 } };
+	struct side_opts o;
+	struct side s;
+	struct xrc_info p;
+	struct ibv_wc wc;
+	uint32_t me;
+
+	(void)arg;
+	side_opts_default(&o);
+	REQUIRE(!side_open(&s, &o), "setup");
+	qa.pd = s.pd;
+	qa.send_cq = s.cq;
+	qa.recv_cq = s.cq;
+	ibv_destroy_qp(s.qp);
+	s.qp = ibv_create_qp_ex(s.ctx, &qa);
+	REQUIRE(s.qp, "INI QP");
+	me = s.qp->qp_num;
+	REQUIRE(!chan_recv(c, &p, sizeof(p)) && !chan_send(c, &me, sizeof(me)),
+		"exchange");
+	REQUIRE(!xrc_connect(s.qp, p.tgt_qpn, &p.gid, false), "INI to RTS");
+	chan_barrier(c); /* 1 */
+	memcpy(s.buf, "written", 7);
+	CHECK(!post_xrc(s.qp, IBV_WR_RDMA_WRITE, s.buf, 7, s.mr->lkey,
+			p.srqn[0], p.addr + 2048, p.rkey, 1) &&
+		      !poll_one(s.cq, &wc, T) && wc.status == IBV_WC_SUCCESS,
+	      "WRITE");
+	chan_barrier(c); /* 2 */
+	_exit(t_failures ? 1 : 0);
+}
+
 int main(int argc, char **argv)
 {
 	enum run_mode m = test_mode(argc, argv);
@@ -480,5 +560,8 @@ int main(int argc, char **argv)
 	    (void *)(uintptr_t)XC_OTHER_DOMAIN, m, pass, fail);
 	RUN("xrc_no_srq", xrc_init, xrc_target, (void *)(uintptr_t)XC_NO_SRQ, m,
 	    pass, fail);
+	if (m == MODE_PROCESS) /* a role exits: needs its own process */
+		RUN("xrc_ini_dies", xrc_tgt_survives, xrc_ini_dies, NULL, m,
+		    pass, fail);
 	return test_summary(pass, fail);
 }
