@@ -89,7 +89,7 @@ static void rpc_print_workers(const struct srn_rpc_seg_hdr *h)
 	unsigned i, st;
 
 	printf("  worker state    calls      spins      sleeps   wakeups  "
-	       "timeouts behind   parks  handler_us\n");
+	       "timeouts behind   parks  handler_us direct\n");
 	for (i = 0; i < h->nworkers; i++, w++) {
 		const struct srn_rpc_wstat *s = &w->ctl.stat;
 
@@ -97,7 +97,7 @@ static void rpc_print_workers(const struct srn_rpc_seg_hdr *h)
 		if (st == SRN_RPC_OFF && s->calls == 0)
 			continue; /* never started */
 		printf("  %-6u %-8s %-10llu %-10llu %-8llu %-8llu %-8llu "
-		       "%-8llu %-6llu %.1f\n",
+		       "%-8llu %-6llu %-10.1f %llu\n",
 		       i, st < SRN_RPC_NSTATES ? srn_wstate_names[st] : "?",
 		       (unsigned long long)s->calls,
 		       (unsigned long long)s->spins,
@@ -105,7 +105,8 @@ static void rpc_print_workers(const struct srn_rpc_seg_hdr *h)
 		       (unsigned long long)s->wakeups,
 		       (unsigned long long)s->timeouts,
 		       (unsigned long long)s->behind,
-		       (unsigned long long)s->parks, w->ctl.svc_ns / 1000.0);
+		       (unsigned long long)s->parks, w->ctl.svc_ns / 1000.0,
+		       (unsigned long long)s->direct);
 	}
 }
 

@@ -95,6 +95,7 @@ struct srn_rpc_wstat {
 	uint64_t timeouts; /* futex waits that timed out */
 	uint64_t behind; /* calls queued behind a running call */
 	uint64_t parks; /* times it went PARKED */
+	uint64_t direct; /* network calls it read from the socket itself */
 };
 
 /*

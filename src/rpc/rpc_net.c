@@ -104,24 +104,6 @@ static struct srn_rpc_worker *srn_rpc_net_claim(struct srn_rpc_server *srv,
 	return srn_rpc_seg_worker(&srv->seg, (unsigned)i);
 }
 
-/*
- * Decodes the call header's fixed words (xid, direction, RPC version,
- * program, version, procedure) with libtirpc: anything that is not a call
- * is dropped here, without waking a worker.
- */
-static bool srn_rpc_net_is_call(const uint8_t *msg, size_t len)
-{
-	uint32_t w[6];
-	unsigned i;
-	XDR x;
-
-	xdrmem_create(&x, (char *)msg, (u_int)len, XDR_DECODE);
-	for (i = 0; i < 6; i++)
-		if (!xdr_u_int32_t(&x, &w[i]))
-			return false;
-	return w[1] == CALL;
-}
-
 /* Hands one network call to a waiting worker (it holds a conn ref). */
 int srn_rpc_hand_off(struct srn_rpc_server *srv, const uint8_t *msg, size_t len,
 		     int kind, const struct sockaddr_storage *peer,
@@ -168,8 +150,8 @@ static void srn_rpc_udp_input(struct srn_rpc_server *srv)
 
 	for (burst = 0; burst < 64; burst++) {
 		plen = sizeof(peer);
-		k = recvfrom(srv->ufd, srv->rxbuf, 65536, MSG_DONTWAIT,
-			     (struct sockaddr *)&peer, &plen);
+		k = recvfrom(srv->ufd, srv->rxbuf, SRN_RPC_DGRAM_MAX,
+			     MSG_DONTWAIT, (struct sockaddr *)&peer, &plen);
 		if (k < 0)
 			return;
 		srn_rpc_hand_off(srv, srv->rxbuf, (size_t)k, SRN_RPC_FROM_UDP,
@@ -315,7 +297,12 @@ static unsigned srn_rpc_pollset(struct srn_rpc_server *srv, struct pollfd *p)
 	unsigned n = 0, i;
 
 	p[n++] = (struct pollfd){ .fd = srv->efd, .events = POLLIN };
-	p[n++] = (struct pollfd){ .fd = srv->ufd, .events = POLLIN };
+	/* acquire: pairs with the release in srn_rpc_net_spin_leave */
+	p[n++] = (struct pollfd){ .fd = __atomic_load_n(&srv->net_spinners,
+							__ATOMIC_ACQUIRE) ?
+						-1 :
+						srv->ufd,
+				  .events = POLLIN };
 	p[n++] = (struct pollfd){ .fd = srv->tfd, .events = POLLIN };
 	for (i = 0; i < srv->nprogs; i++)
 		p[n++] = (struct pollfd){ .fd = srv->progs[i].lfd,
@@ -348,6 +335,14 @@ static void srn_rpc_net_events(struct srn_rpc_server *srv, struct pollfd *p)
 			srn_rpc_conn_drop(srv, i);
 }
 
+static void srn_rpc_net_kicked(struct srn_rpc_server *srv)
+{
+	uint64_t v;
+	ssize_t k = read(srv->efd, &v, sizeof(v));
+
+	(void)k;
+}
+
 void *srn_rpc_net_main(void *arg)
 {
 	struct srn_rpc_server *srv = arg;
@@ -359,7 +354,9 @@ void *srn_rpc_net_main(void *arg)
 		n = srn_rpc_pollset(srv, p);
 		if (poll(p, n, -1) < 0)
 			continue;
-		if (p[0].revents || srn_rpc_stopping(srv))
+		if (p[0].revents) /* a stop, or a worker left the socket */
+			srn_rpc_net_kicked(srv);
+		if (srn_rpc_stopping(srv))
 			break;
 		srn_rpc_net_events(srv, p);
 	}

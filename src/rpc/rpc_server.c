@@ -67,7 +67,7 @@ static int srn_rpc_server_setup(struct srn_rpc_server *srv,
 	rc = srn_rpc_server_init_workers(srv);
 	if (rc)
 		return rc;
-	srv->rxbuf = malloc(65536);
+	srv->rxbuf = malloc(SRN_RPC_DGRAM_MAX);
 	if (!srv->rxbuf)
 		return -ENOMEM;
 	return srn_rpc_net_open(srv);
@@ -240,8 +240,10 @@ SRN_EXPORT void srn_rpc_server_destroy(struct srn_rpc_server *srv)
 		close(srv->progs[i].lfd);
 	for (i = 0; i < srv->nconns; i++)
 		srn_rpc_conn_put(srv->conns[i]);
-	for (i = 0; srv->wl && i < srv->max_workers; i++)
+	for (i = 0; srv->wl && i < srv->max_workers; i++) {
 		free(srv->wl[i].netbuf);
+		free(srv->wl[i].dgram);
+	}
 	free(srv->wl);
 	free(srv->rxbuf);
 	srn_rpc_seg_unmap(&srv->seg);

@@ -438,6 +438,24 @@ void srn_rpc_publish(struct srn_rpc_worker *w, uint32_t n, uint32_t len,
 	srn_rpc_futex_wake(&s->seq);
 }
 
+/*
+ * A spinning worker that read a network call from the socket itself makes
+ * it call n: SPINNING(n) -> RUNNING(n), as a claimer would. false: a
+ * caller claimed call n first (the worker serves that one first).
+ */
+bool srn_rpc_claim_self(struct srn_rpc_worker *w, uint32_t n)
+{
+	uint64_t cur = SRN_RPC_SCHED(SRN_RPC_SPINNING, n);
+
+	/* acq_rel: pairs with the CAS in srn_rpc_claim_one (one of the two
+	 * wins) and the release in srn_rpc_worker_free; acquire on failure,
+	 * same pairing */
+	return __atomic_compare_exchange_n(&w->ctl.sched, &cur,
+					   SRN_RPC_SCHED(SRN_RPC_RUNNING, n),
+					   false, __ATOMIC_ACQ_REL,
+					   __ATOMIC_ACQUIRE);
+}
+
 /* A worker (re)starts: free, waiting for call n. */
 void srn_rpc_worker_ready(struct srn_rpc_worker *w, uint32_t n)
 {

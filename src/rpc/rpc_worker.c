@@ -160,39 +160,54 @@ static int srn_rpc_worker_sleep(struct srn_rpc_wlocal *wl,
 	}
 }
 
-/* Spins on the slot until end; true when call wl->n is there. */
-static bool srn_rpc_worker_spin(struct srn_rpc_wlocal *wl,
-				struct srn_rpc_slot *s, int64_t end)
+/*
+ * Spins on the slot until end, and on the UDP socket too in network mode
+ * (srn_rpc_net_take). 1: call wl->n is in its slot; 2: it is the datagram
+ * the worker read; 0: none.
+ */
+static int srn_rpc_worker_spin(struct srn_rpc_wlocal *wl,
+			       struct srn_rpc_slot *s, int64_t end)
 {
 	unsigned k = 0;
 
 	do {
 		if (srn_rpc_load_acquire(&s->seq) == wl->n)
-			return true;
+			return 1;
 		__builtin_ia32_pause();
-		if ((++k & 63) == 0 && srn_rpc_stopping(wl->srv))
-			return false;
+		if ((++k & 15) == 0 && wl->net_spinning && srn_rpc_net_take(wl))
+			return 2;
+		if ((k & 63) == 0 && srn_rpc_stopping(wl->srv))
+			return 0;
 	} while ((k & 15) || srn_rpc_now_ns() < end);
-	return false;
+	return 0;
 }
 
 /*
- * 0: call wl->n is in its slot; -EINTR: the server stops; -EAGAIN: its
- * claimer died before publishing it. A free worker does not sleep while
- * the service's queue holds a caller (srn_rpc_worker_free woke one, on
- * its way to claim it): it spins on, 200 us at most.
+ * 0: call wl->n is in its slot; 1: it is a datagram the worker read
+ * itself; -EINTR: the server stops; -EAGAIN: its claimer died before
+ * publishing it. A free worker does not sleep while the service's queue
+ * holds a caller (srn_rpc_worker_free woke one, on its way to claim it):
+ * it spins on, 200 us at most. It polls the UDP socket only while it
+ * spins: before any wait it gives the socket back to the receiver.
  */
 static int srn_rpc_worker_wait(struct srn_rpc_wlocal *wl)
 {
 	struct srn_rpc_slot *s = &wl->w->rx[wl->n & 1];
 	int64_t end = srn_rpc_now_ns() + srn_rpc_spin_budget(wl);
+	int got;
 
-	if (srn_rpc_worker_spin(wl, s, end) ||
-	    (!wl->claimed && srn_rpc_queue_busy(&wl->srv->seg) &&
-	     srn_rpc_worker_spin(wl, s, end + 200000))) {
+	if (wl->net_poll && !wl->claimed)
+		srn_rpc_net_spin_enter(wl);
+	else
+		srn_rpc_net_spin_leave(wl);
+	got = srn_rpc_worker_spin(wl, s, end);
+	if (!got && !wl->claimed && srn_rpc_queue_busy(&wl->srv->seg))
+		got = srn_rpc_worker_spin(wl, s, end + 200000);
+	if (got) {
 		wl->w->ctl.stat.spins++;
-		return 0;
+		return got == 2 ? 1 : 0;
 	}
+	srn_rpc_net_spin_leave(wl);
 	if (srn_rpc_stopping(wl->srv))
 		return -EINTR;
 	if (wl->claimed)
@@ -299,17 +314,15 @@ static uint8_t *srn_rpc_call_buf(struct srn_rpc_wlocal *wl, uint32_t *len_p)
 	return len <= SRN_RPC_SLOT_INLINE ? s->data : NULL;
 }
 
-static void srn_rpc_worker_serve(struct srn_rpc_wlocal *wl)
+/* Decodes and dispatches one call message (NULL: dropped). */
+static void srn_rpc_worker_serve_msg(struct srn_rpc_wlocal *wl, uint8_t *buf,
+				     uint32_t len)
 {
 	struct rpc_msg msg;
 	struct svc_req req;
-	uint32_t len;
-	uint8_t *buf = srn_rpc_call_buf(wl, &len);
 	int why;
 
 	wl->w->ctl.stat.calls++;
-	/* relaxed: a hint (a pid to ask whether the caller lives) */
-	wl->owner = __atomic_load_n(&wl->w->ctl.owner, __ATOMIC_RELAXED);
 	if (!buf)
 		goto out;
 	xdrmem_create(&wl->args, (char *)buf, len, XDR_DECODE);
@@ -340,8 +353,39 @@ out:
 	wl->conn = NULL;
 }
 
-/* Serves call wl->n; the handler time feeds the dispatch policy. */
-static void srn_rpc_worker_run_call(struct srn_rpc_wlocal *wl)
+/* The call in slot wl->n & 1. */
+static void srn_rpc_worker_serve(struct srn_rpc_wlocal *wl)
+{
+	uint32_t len;
+	uint8_t *buf = srn_rpc_call_buf(wl, &len);
+
+	/* relaxed: a hint (a pid to ask whether the caller lives) */
+	wl->owner = __atomic_load_n(&wl->w->ctl.owner, __ATOMIC_RELAXED);
+	srn_rpc_worker_serve_msg(wl, buf, len);
+}
+
+/* The datagram the worker read itself (srn_rpc_net_take); it answers on
+ * the socket, as for a call the receiver handed it. */
+static void srn_rpc_worker_serve_dgram(struct srn_rpc_wlocal *wl)
+{
+	uint32_t len = (uint32_t)wl->pend_len;
+
+	wl->kind = SRN_RPC_FROM_UDP;
+	wl->conn = NULL;
+	wl->owner = 0;
+	memcpy(&wl->peer, &wl->pend_peer, wl->pend_peer_len);
+	wl->peer_len = wl->pend_peer_len;
+	wl->xprt.xp_rtaddr.len = wl->pend_peer_len;
+	wl->xprt.xp_addrlen = (int)wl->pend_peer_len;
+	wl->pend_len = 0;
+	wl->w->ctl.stat.direct++;
+	srn_rpc_worker_serve_msg(wl, wl->dgram, len);
+}
+
+/* Serves call wl->n (dgram: the datagram the worker read for it); the
+ * handler time feeds the dispatch policy; a long one gives the socket
+ * back to the receiver. */
+static void srn_rpc_worker_run_call(struct srn_rpc_wlocal *wl, bool dgram)
 {
 	int64_t t = srn_rpc_now_ns(), d;
 	uint32_t avg;
@@ -349,9 +393,17 @@ static void srn_rpc_worker_run_call(struct srn_rpc_wlocal *wl)
 	if (wl->last_call_ns)
 		wl->gap_ns = (7 * wl->gap_ns + t - wl->last_call_ns) / 8;
 	wl->idle_timeouts = 0;
-	srn_rpc_worker_serve(wl);
+	if (dgram)
+		srn_rpc_worker_serve_dgram(wl);
+	else
+		srn_rpc_worker_serve(wl);
+	wl->net_poll = wl->kind == SRN_RPC_FROM_UDP;
+	if (wl->pend_len) /* read while a claimer took call n */
+		srn_rpc_worker_serve_dgram(wl);
 	wl->last_call_ns = srn_rpc_now_ns();
 	d = wl->last_call_ns - t;
+	if (d > SRN_RPC_SHORT_NS)
+		srn_rpc_net_spin_leave(wl);
 	/* relaxed: a hint for srn_rpc_short; only this worker writes it */
 	avg = __atomic_load_n(&wl->w->ctl.svc_ns, __ATOMIC_RELAXED);
 	d = (3 * (int64_t)avg + d) / 4;
@@ -374,16 +426,19 @@ void *srn_rpc_worker_main(void *arg)
 	srn_rpc_worker_ready(wl->w, wl->n);
 	for (;;) {
 		rc = srn_rpc_worker_wait(wl);
-		if (rc && rc != -EAGAIN)
+		if (rc < 0 && rc != -EAGAIN)
 			break;
-		if (rc == 0)
-			srn_rpc_worker_run_call(wl);
+		if (rc >= 0)
+			srn_rpc_worker_run_call(wl, rc == 1);
+		else if (wl->pend_len) /* read for call n, whose claimer died */
+			srn_rpc_worker_serve_dgram(wl);
 		/* -EAGAIN: its claimer died; call n is skipped */
 		wl->claimed = srn_rpc_worker_free(&srv->seg, wl->w, wl->n);
 		if (wl->claimed)
 			wl->w->ctl.stat.behind++;
 		wl->n++;
 	}
+	srn_rpc_net_spin_leave(wl);
 	/* relaxed: the thread ends; callers find the server gone by its
 	 * socket, not by this state */
 	__atomic_store_n(&wl->w->ctl.sched, SRN_RPC_SCHED(SRN_RPC_OFF, wl->n),
@@ -400,6 +455,11 @@ int srn_rpc_worker_start(struct srn_rpc_server *srv, unsigned i)
 	if (!wl->netbuf) {
 		wl->netbuf = malloc(SRN_RPC_NET_MAX + 4);
 		if (!wl->netbuf)
+			return -ENOMEM;
+	}
+	if (!wl->dgram) {
+		wl->dgram = malloc(SRN_RPC_DGRAM_MAX);
+		if (!wl->dgram)
 			return -ENOMEM;
 	}
 	if (i == 0)

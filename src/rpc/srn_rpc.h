@@ -44,6 +44,7 @@ int srn_rpc_claim(const struct srn_rpc_seg *seg, int alive_fd, long timeout_ms,
 void srn_rpc_publish(struct srn_rpc_worker *w, uint32_t n, uint32_t len,
 		     uint32_t flags, uint32_t old_state);
 void srn_rpc_worker_ready(struct srn_rpc_worker *w, uint32_t n);
+bool srn_rpc_claim_self(struct srn_rpc_worker *w, uint32_t n);
 bool srn_rpc_queue_busy(const struct srn_rpc_seg *seg);
 bool srn_rpc_worker_free(const struct srn_rpc_seg *seg,
 			 struct srn_rpc_worker *w, uint32_t n);
@@ -88,6 +89,9 @@ struct srn_rpc_origin {
 	struct srn_rpc_conn *conn;
 };
 
+/* The largest UDP datagram read (the receiver's and a worker's buffer). */
+#define SRN_RPC_DGRAM_MAX 65536
+
 struct srn_rpc_wlocal {
 	struct srn_rpc_server *srv;
 	unsigned idx;
@@ -111,6 +115,13 @@ struct srn_rpc_wlocal {
 	uint32_t aux_n, aux_pid; /* last same-host reply in the aux area */
 	uint32_t owner; /* the claimer of the call being served */
 	bool claimed; /* call n is already claimed (queued behind) */
+	/* network calls read by the worker itself (rpc_net.c) */
+	bool net_poll; /* its last call came over UDP: poll the socket */
+	bool net_spinning; /* counted in srv->net_spinners */
+	uint8_t *dgram; /* a datagram read while spinning */
+	size_t pend_len; /* held while call n (a claimer's) is served */
+	struct sockaddr_storage pend_peer;
+	socklen_t pend_peer_len;
 	/* spin budget */
 	int64_t last_call_ns, gap_ns;
 	unsigned idle_timeouts;
@@ -135,6 +146,7 @@ struct srn_rpc_server {
 	pthread_t rx_tid;
 	bool rx_started, bound;
 	uint32_t stop; /* set once by srn_rpc_server_stop */
+	uint32_t net_spinners; /* workers polling ufd: the receiver leaves it */
 	uint32_t running;
 };
 
@@ -146,6 +158,12 @@ void srn_rpc_worker_init(struct srn_rpc_wlocal *wl);
 /* rpc_xprt.c: softrnic's SVCXPRT */
 void srn_rpc_xprt_init(struct srn_rpc_wlocal *wl);
 void srn_rpc_conn_put(struct srn_rpc_conn *c);
+
+/* rpc_direct.c: network calls a spinning worker reads itself */
+bool srn_rpc_net_is_call(const uint8_t *msg, size_t len);
+void srn_rpc_net_spin_enter(struct srn_rpc_wlocal *wl);
+void srn_rpc_net_spin_leave(struct srn_rpc_wlocal *wl);
+int srn_rpc_net_take(struct srn_rpc_wlocal *wl);
 
 /* rpc_net.c: the receiver ("NIC" for network calls) */
 int srn_rpc_net_open(struct srn_rpc_server *srv);

@@ -491,6 +491,7 @@ struct rpc_counts {
 	unsigned started;
 	unsigned long long calls, queued, dropped, grows;
 	unsigned long long wcalls, spins, sleeps, wakeups, behind, parks;
+	unsigned long long direct; /* network calls a worker read itself */
 	unsigned long long calls1; /* worker 1's */
 	char state1[16];
 };
@@ -498,16 +499,18 @@ struct rpc_counts {
 static const char *stat_tool;
 
 /* A worker's line: index, state, calls, spins, sleeps, wakeups,
- * timeouts, behind, parks, handler time. */
+ * timeouts, behind, parks, handler time, direct. */
 static bool stat_worker_line(const char *line, struct rpc_counts *c)
 {
-	unsigned long long v[6];
+	unsigned long long v[7];
 	char st[16];
 	unsigned w;
 
-	if (sscanf(line, " %u %15s %llu %llu %llu %llu %*u %llu %llu", &w, st,
-		   &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]) != 8)
+	if (sscanf(line, " %u %15s %llu %llu %llu %llu %*u %llu %llu %*f %llu",
+		   &w, st, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
+		   &v[6]) != 9)
 		return false;
+	c->direct += v[6];
 	c->wcalls += v[0];
 	c->spins += v[1];
 	c->sleeps += v[2];
@@ -679,6 +682,78 @@ static void test_stat(const char *tool)
 	stat_overload(&c1, &c2);
 	CHECK(c2.sleeps > c0.sleeps, "sleeps did not move");
 	stat_park(&c2);
+}
+
+/* One null call over UDP, the reply awaited by polling (as a busy caller
+ * does); a lost datagram is sent again after 200 ms. 0 or -1. */
+static int poll_null_call(int fd, const struct sockaddr_in *sin, uint32_t xid)
+{
+	struct rpc_msg m = { 0 }, r = { 0 };
+	char buf[512];
+	double resend = 0, end = now_s() + 10;
+	ssize_t k;
+	XDR x;
+
+	m.rm_xid = xid;
+	m.rm_direction = CALL;
+	m.rm_call.cb_rpcvers = RPC_MSG_VERSION;
+	m.rm_call.cb_prog = CALC_PROG;
+	m.rm_call.cb_vers = CALC_VERS;
+	m.rm_call.cb_proc = NULLPROC;
+	m.rm_call.cb_cred = m.rm_call.cb_verf = _null_auth;
+	xdrmem_create(&x, buf, sizeof(buf), XDR_ENCODE);
+	xdr_callmsg(&x, &m);
+	k = xdr_getpos(&x);
+	while (now_s() < end) {
+		if (now_s() >= resend) {
+			sendto(fd, buf, (size_t)k, 0,
+			       (const struct sockaddr *)sin, sizeof(*sin));
+			resend = now_s() + 0.2;
+		}
+		char in[512];
+		ssize_t n = recv(fd, in, sizeof(in), MSG_DONTWAIT);
+
+		if (n <= 0)
+			continue;
+		r.acpted_rply.ar_verf = _null_auth;
+		r.acpted_rply.ar_results.where = NULL;
+		r.acpted_rply.ar_results.proc = (xdrproc_t)xdr_void;
+		xdrmem_create(&x, in, (u_int)n, XDR_DECODE);
+		if (xdr_replymsg(&x, &r) && r.rm_xid == xid &&
+		    r.rm_reply.rp_stat == MSG_ACCEPTED &&
+		    r.acpted_rply.ar_stat == SUCCESS)
+			return 0;
+	}
+	return -1;
+}
+
+/* Calls back to back over UDP: once a worker served a network call, it
+ * polls the socket while it spins and takes the next call itself (stat
+ * "direct"), each answered once, with its xid. Whether a worker is still
+ * spinning when the next call comes depends on timing: rounds until it
+ * happens (30 s at most). */
+static void test_direct(const char *tool)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+	struct rpc_counts c0, c1;
+	unsigned i, bad = 0, xid = 1;
+	double end = now_s() + 30;
+
+	stat_tool = tool;
+	sin.sin_port = htons(port);
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	CHECK(read_stat(&c0), "softrnic stat lists the calc service");
+	do {
+		for (i = 0; i < 500; i++)
+			bad += poll_null_call(fd, &sin, xid++) != 0;
+		CHECK(read_stat(&c1), "softrnic stat after the calls");
+	} while (c1.direct == c0.direct && !bad && now_s() < end);
+	close(fd);
+	CHECK(!bad, "%u of %u calls got no reply", bad, xid - 1);
+	CHECK(c1.direct > c0.direct && c1.calls - c0.calls >= xid - 1,
+	      "direct %llu -> %llu, calls %llu -> %llu (%u made)", c0.direct,
+	      c1.direct, c0.calls, c1.calls, xid - 1);
 }
 
 /* Threads of pid whose name (comm) is name. */
@@ -862,6 +937,8 @@ int main(int argc, char **argv)
 			srv = test_kill_server(srv);
 		else if (!strcmp(what, "stat") && argc > 3)
 			test_stat(argv[3]);
+		else if (!strcmp(what, "direct") && argc > 3)
+			test_direct(argv[3]);
 		else
 			CHECK(0, "unknown test %s", what);
 		if (srv)
