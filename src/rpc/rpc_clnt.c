@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
- * softrnic RPC — srn_clnt_create: a standard CLIENT. Over "udp" and "tcp"
- * it is libtirpc's own client; over "shm" it is ours (rpc_clnt_shm.c):
- * the call is written straight into a waiting worker's slot.
+ * softrnic RPC — srn_clnt_create: a standard CLIENT. Over "tcp", and over
+ * "udp" when rpcbind gives the port, it is libtirpc's own client; over
+ * "shm" it is ours (rpc_clnt_shm.c): the call is written straight into a
+ * waiting worker's slot; over "udp" to a given port, ours too
+ * (rpc_clnt_udp.c): libtirpc's datagram client whose caller polls for its
+ * reply a little before it sleeps.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -87,7 +90,6 @@ static CLIENT *srn_rpc_clnt_net(const char *name, unsigned short port,
 {
 	struct addrinfo hints = { .ai_family = AF_INET }, *ai;
 	struct sockaddr_in sin;
-	struct timeval wait = { 1, 0 };
 	int sock = RPC_ANYSOCK;
 
 	if (!port)
@@ -101,8 +103,7 @@ static CLIENT *srn_rpc_clnt_net(const char *name, unsigned short port,
 	freeaddrinfo(ai);
 	sin.sin_port = htons(port);
 	if (udp)
-		return clntudp_bufcreate(&sin, prog, vers, wait, &sock, 65000,
-					 65000);
+		return srn_rpc_clnt_udp_create(&sin, prog, vers);
 	return clnttcp_create(&sin, prog, vers, &sock, 0, 0);
 }
 

@@ -287,7 +287,7 @@ static const struct clnt_ops srn_rpc_clnt_ops = {
  * lock: two threads creating clients at once both allocate one, and one
  * leaks. Ours are created one at a time.
  */
-static AUTH *srn_rpc_authnone(void)
+AUTH *srn_rpc_authnone(void)
 {
 	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 	AUTH *a;

@@ -68,7 +68,7 @@ static void server_child(int wfd, unsigned min, unsigned max)
 					 .max_workers = max };
 	struct srn_rpc_server *s = srn_rpc_server_create(&a);
 	struct sigaction sa = { .sa_handler = on_term };
-	unsigned short p;
+	unsigned short p = 0;
 
 	the_server = s;
 	sigaction(SIGTERM, &sa, NULL);
@@ -867,6 +867,99 @@ static void api_clnt_errors(void)
 	      "auto: no shm server, no tcp listener");
 }
 
+/* A UDP socket on 127.0.0.1 playing a server; its port in *port_p. */
+static int fake_udp_server(unsigned short *port_p)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+	socklen_t len = sizeof(sin);
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sin, sizeof(sin)) ||
+	    getsockname(fd, (struct sockaddr *)&sin, &len))
+		return -1;
+	*port_p = ntohs(sin.sin_port);
+	return fd;
+}
+
+/* The fake server's answer to call buf: a reply of xid + delta, accepted
+ * with status st. */
+static void fake_reply(int fd, const struct sockaddr_in *to, const char *buf,
+		       uint32_t delta, uint32_t st)
+{
+	uint32_t w[6] = {
+		0, htonl(REPLY), htonl(MSG_ACCEPTED), 0, 0, htonl(st)
+	};
+
+	memcpy(&w[0], buf, 4);
+	w[0] = htonl(ntohl(w[0]) + delta);
+	sendto(fd, w, sizeof(w), 0, (const struct sockaddr *)to, sizeof(*to));
+}
+
+/* softrnic's UDP client (srn_clnt_create "udp" with a port): a silent
+ * server gets the call again every retry interval and the call ends
+ * RPC_TIMEDOUT at its timeout; a reply of another xid is ignored; a port
+ * nobody has gives RPC_CANTRECV at once. */
+static void api_udp_client(void)
+{
+	struct timeval total = { 0, 450000 }, retry = { 0, 100000 }, t;
+	struct sockaddr_in from;
+	socklen_t flen = sizeof(from);
+	unsigned short p = 0;
+	int fd = fake_udp_server(&p), n = 0;
+	char host[64], buf[512], first[4];
+	double t0;
+	CLIENT *cl;
+
+	snprintf(host, sizeof(host), "127.0.0.1:%u", p);
+	cl = srn_clnt_create(host, CALC_PROG, CALC_VERS, "udp");
+	CHECK(fd >= 0 && cl, "udp client to a fake server");
+	if (fd < 0 || !cl)
+		return;
+	CHECK(clnt_control(cl, CLSET_TIMEOUT, (char *)&total) &&
+		      clnt_control(cl, CLSET_RETRY_TIMEOUT, (char *)&retry) &&
+		      clnt_control(cl, CLGET_RETRY_TIMEOUT, (char *)&t) &&
+		      t.tv_usec == 100000,
+	      "CLSET/CLGET_RETRY_TIMEOUT");
+	t0 = now_s();
+	CHECK(clnt_call(cl, NULLPROC, (xdrproc_t)xdr_void, NULL,
+			(xdrproc_t)xdr_void, NULL, total) == RPC_TIMEDOUT,
+	      "silent server: RPC_TIMEDOUT");
+	CHECK(now_s() - t0 >= 0.44 && now_s() - t0 < 5,
+	      "timed out after %.2f s", now_s() - t0);
+	while (recv(fd, buf, sizeof(buf), MSG_DONTWAIT) >= 4) {
+		if (n++ == 0)
+			memcpy(first, buf, 4);
+		CHECK(!memcmp(first, buf, 4), "a retransmission has the xid");
+	}
+	CHECK(n >= 3, "the call was sent %d times in 0.45 s (retry 0.1 s)", n);
+	/* the next call: a stray reply of another xid first, then its own */
+	total.tv_sec = 5;
+	clnt_control(cl, CLSET_TIMEOUT, (char *)&total);
+	if (fork() == 0) {
+		if (recvfrom(fd, buf, sizeof(buf), 0, (struct sockaddr *)&from,
+			     &flen) >= 4) {
+			fake_reply(fd, &from, buf, 7, PROG_UNAVAIL);
+			fake_reply(fd, &from, buf, 0, SUCCESS);
+		}
+		_exit(0);
+	}
+	CHECK(clnt_call(cl, NULLPROC, (xdrproc_t)xdr_void, NULL,
+			(xdrproc_t)xdr_void, NULL, total) == RPC_SUCCESS,
+	      "the reply of its xid, after another's");
+	wait(NULL);
+	clnt_destroy(cl);
+	close(fd); /* nobody on that port now */
+	cl = srn_clnt_create(host, CALC_PROG, CALC_VERS, "udp");
+	t0 = now_s();
+	CHECK(cl && clnt_call(cl, NULLPROC, (xdrproc_t)xdr_void, NULL,
+			      (xdrproc_t)xdr_void, NULL, total) == RPC_CANTRECV,
+	      "nobody on the port: RPC_CANTRECV");
+	CHECK(now_s() - t0 < 2, "refused after %.2f s", now_s() - t0);
+	if (cl)
+		clnt_destroy(cl);
+}
+
 /* Every API function; run, stop and destroy leave no thread behind. */
 static void test_api(void)
 {
@@ -908,6 +1001,7 @@ static void test_api(void)
 	if (cl)
 		clnt_destroy(cl);
 	api_clnt_errors();
+	api_udp_client();
 }
 
 int main(int argc, char **argv)
