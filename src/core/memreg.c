@@ -35,6 +35,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <link.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -643,11 +644,18 @@ static int srn_chunk_seal(int fd)
 	return 0;
 }
 
-/* Copies the chunk's pages into fd at off and maps them from there in
- * place, with the other threads' writers held (srn_memreg_set_quiesce). */
-static int srn_chunk_copy_map(struct srn_chunk *c, int fd, uint64_t off)
+/*
+ * Copies the chunk's pages into fd at off and maps them from there in
+ * place, with the other threads' writers held (srn_memreg_set_quiesce).
+ * The pages past own (taken ahead: srn_chunk_ahead) are not the MR's:
+ * every write to the chunk waits meanwhile (srn_memguard_hold), or, if
+ * that cannot be, the chunk shrinks to own.
+ */
+static int srn_chunk_copy_map(struct srn_chunk *c, int fd, uint64_t off,
+			      size_t own)
 {
 	void (*enter)(void), (*leave)(void);
+	bool held = false;
 	int err;
 
 	/* acquire: pairs with the release in srn_memreg_set_quiesce */
@@ -655,23 +663,34 @@ static int srn_chunk_copy_map(struct srn_chunk *c, int fd, uint64_t off)
 	leave = __atomic_load_n(&srn_memreg_leave, __ATOMIC_ACQUIRE);
 	if (enter)
 		enter(); /* see srn_memreg_set_quiesce */
+	/* held after enter: a handler of the layer above, waiting on a held
+	 * page with its lock taken, would wait for us and we for it */
+	if (c->len > own) {
+		held = !srn_memguard_hold(c->start, c->len);
+		if (!held)
+			c->len =
+				own; /* its file offsets past own stay unused */
+	}
 	err = srn_pages_write(fd, (void *)c->start, c->len, off);
 	if (!err)
 		err = srn_remap_fixed((void *)c->start, c->len, c->prot,
 				      MAP_SHARED, fd, (off_t)off);
+	if (held)
+		srn_memguard_release(c->start, c->len, !err);
 	if (enter && leave)
 		leave();
 	return err;
 }
 
-/* A writable chunk: its pages go into the arena. */
-static int srn_chunk_remap_arena(struct srn_chunk *c)
+/* A writable chunk: its pages go into the arena (those past own are taken
+ * ahead). */
+static int srn_chunk_remap_arena(struct srn_chunk *c, size_t own)
 {
 	int64_t off = srn_arena_alloc(c->len);
 	int err = off < 0 ? (int)off : 0;
 
 	if (!err)
-		err = srn_chunk_copy_map(c, srn_arena_fd, (uint64_t)off);
+		err = srn_chunk_copy_map(c, srn_arena_fd, (uint64_t)off, own);
 	if (err)
 		return err;
 	c->fd = srn_arena_fd;
@@ -716,7 +735,7 @@ static int srn_chunk_remap_sealed(struct srn_chunk *c)
 	if (ftruncate(fd, c->len) || fstat(fd, &st))
 		err = -errno;
 	if (!err)
-		err = srn_chunk_copy_map(c, fd, 0);
+		err = srn_chunk_copy_map(c, fd, 0, c->len);
 	if (!err && srn_chunk_seal(fd)) {
 		/* the pages stay mapped from fd, untracked (a later
 		 * registration remaps them): not shareable read-only */
@@ -756,8 +775,9 @@ static bool srn_on_own_stack(uintptr_t start, uintptr_t end)
 	return start < hi && end > lo;
 }
 
-/* Creates the chunk that starts at cursor and ends at most at limit. */
-static int srn_chunk_create(uintptr_t cursor, uintptr_t limit,
+/* Creates the chunk that starts at cursor and ends at most at limit; the
+ * pages past end (if limit is beyond it) are taken ahead. */
+static int srn_chunk_create(uintptr_t cursor, uintptr_t limit, uintptr_t end,
 			    const struct srn_vma *vmas, unsigned n, bool ro,
 			    struct srn_chunk **c_p)
 {
@@ -785,7 +805,8 @@ static int srn_chunk_create(uintptr_t cursor, uintptr_t limit,
 	else if (ro)
 		err = srn_chunk_remap_sealed(c);
 	else
-		err = srn_chunk_remap_arena(c);
+		err = srn_chunk_remap_arena(c, (limit < end ? limit : end) -
+						       cursor);
 	if (err) {
 		free(c);
 		return err;
@@ -819,25 +840,70 @@ static bool srn_chunk_valid(const struct srn_chunk *c, const struct srn_vma *v)
  * converts its own pages only. The pages taken ahead are shared like the
  * MR's (docs/architecture.md, "Memory registration") and go back to
  * private memory with the chunk, when its last MR goes. Not in the brk
- * heap: there other threads' mallocs write right past the last block (a
- * write during the copy would be lost).
+ * heap: the pages past its last block are malloc's free top, which every
+ * allocating thread writes (each would wait during the copy, below).
+ *
+ * The pages taken ahead are not the MR's: another thread (the
+ * application's, or a neighbouring mapping merged into the same VMA) may
+ * write them during the copy, and that write must not be lost. So only
+ * with their writers held during the copy and remap (srn_memguard_hold:
+ * a userfaultfd that write-protects them; the writers wait in the kernel
+ * and write into the new mapping): where that is not available (an
+ * unprivileged process with vm.unprivileged_userfaultfd = 0), nothing is
+ * taken ahead. The registering thread itself must not write there
+ * meanwhile: its stack and its static TLS are never taken ahead.
+ * SOFTRNIC_MR_AHEAD=0 turns it off.
  */
 #define SRN_AHEAD_MAX (2ul << 20)
 
-/*
- * Off unless SOFTRNIC_MR_AHEAD=1: the pages taken ahead are not the MR's,
- * and another thread (the application's, or a neighbouring mapping merged
- * into the same VMA) may write them during the copy; that write would be
- * lost. Only a program that knows nothing else writes past its
- * registrations (the registration benchmark) should turn it on.
- */
 static bool srn_ahead_on;
 
 __attribute__((constructor)) static void srn_ahead_init(void)
 {
 	const char *e = getenv("SOFTRNIC_MR_AHEAD");
 
-	srn_ahead_on = e && atoi(e) > 0;
+	srn_ahead_on = !e || atoi(e) > 0;
+}
+
+static int srn_tls_add(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	size_t *sum = arg;
+
+	(void)size;
+	for (unsigned i = 0; i < info->dlpi_phnum; i++)
+		if (info->dlpi_phdr[i].p_type == PT_TLS)
+			*sum += info->dlpi_phdr[i].p_memsz +
+				info->dlpi_phdr[i].p_align;
+	return 0;
+}
+
+/* The TLS and TCB slack around the thread pointer: glibc's surplus for
+ * modules loaded later and its thread descriptor, with room to spare. */
+#define SRN_TLS_SLACK (64ul << 10)
+
+/*
+ * The end of an ahead range [cursor, want) that keeps clear of the
+ * calling thread's static TLS (errno) and thread descriptor, written by
+ * the system call wrappers it calls while the range is held: the thread
+ * pointer, with the modules' TLS blocks on one side (below on x86-64,
+ * above on arm64) and the descriptor on the other. A thread's stack
+ * mapping holds them (srn_on_own_stack); the main thread's are in a small
+ * mapping of the dynamic loader, with which the kernel merges a buffer
+ * mapped just below it into one VMA. Under srn_memreg_lock.
+ */
+static uintptr_t srn_ahead_clear_tls(uintptr_t cursor, uintptr_t want)
+{
+	static size_t span; /* 0 until computed */
+	uintptr_t tp = (uintptr_t)__builtin_thread_pointer(), lo;
+
+	if (!span) {
+		dl_iterate_phdr(srn_tls_add, &span);
+		span = SRN_ALIGN_UP(span + SRN_TLS_SLACK, SRN_PAGE);
+	}
+	lo = (tp & ~(SRN_PAGE - 1)) - span;
+	if (want <= lo || cursor >= tp + span)
+		return want;
+	return cursor < lo ? lo : cursor;
 }
 
 /* The end of the chunk to create at cursor for a registration up to end
@@ -847,16 +913,19 @@ static uintptr_t srn_chunk_ahead(uintptr_t cursor, uintptr_t end,
 {
 	struct srn_chunk *p = cursor ? srn_chunk_find(cursor - 1) : NULL;
 	uintptr_t want;
+	size_t len;
 
 	if (!srn_ahead_on || ro || !v || !v->anon || !p || !p->arena ||
 	    p->start + p->len != cursor)
 		return end;
-	want = p->len < SRN_AHEAD_MAX / 2 ? 2 * p->len : SRN_AHEAD_MAX;
-	if (want > v->vend - cursor)
-		want = v->vend - cursor;
-	if (cursor + want <= end || srn_on_own_stack(cursor, cursor + want))
+	len = p->len < SRN_AHEAD_MAX / 2 ? 2 * p->len : SRN_AHEAD_MAX;
+	if (len > v->vend - cursor)
+		len = v->vend - cursor;
+	want = srn_ahead_clear_tls(cursor, cursor + len);
+	if (want <= end || srn_on_own_stack(cursor, want) ||
+	    !srn_memguard_ready())
 		return end;
-	return cursor + want;
+	return want;
 }
 
 static int srn_memreg_piece(struct srn_memreg *reg, uintptr_t *cursor,
@@ -884,7 +953,7 @@ static int srn_memreg_piece(struct srn_memreg *reg, uintptr_t *cursor,
 
 		err = srn_chunk_create(*cursor,
 				       srn_chunk_next_start(*cursor, ahead),
-				       vmas, n, ro, &c);
+				       end, vmas, n, ro, &c);
 		if (err)
 			return err;
 	}
@@ -995,6 +1064,7 @@ void srn_memreg_atfork_child(void)
 	srn_chunk_tree = NULL; /* its nodes leak with the chunks */
 	srn_nsealed = 0;
 	srn_arena_close();
+	srn_memguard_atfork_child();
 	if (srn_maps_fd >= 0) /* the parent's maps */
 		close(srn_maps_fd);
 	srn_maps_fd = -1;
