@@ -5,9 +5,12 @@
 # (median), for MRs with remote write (LOCAL_WRITE|REMOTE_WRITE|
 # REMOTE_READ: the process's one arena memfd) and read-only MRs
 # (REMOTE_READ: a sealed memfd each, up to a quarter of the fd limit).
-# Writable MRs run twice: as by default, and with SOFTRNIC_MR_AHEAD=1
-# (consecutive registrations convert the following pages ahead; off by
-# default, core/memreg.c says why).
+# Writable MRs run twice: as by default (consecutive registrations convert
+# the following pages ahead, their writers held meanwhile, where the kernel
+# allows it: core/memreg.c, srn_chunk_ahead), and with SOFTRNIC_MR_AHEAD=0
+# (each registration converts its own page: the default of a process that
+# may not hold writers, vm.unprivileged_userfaultfd = 0 without
+# CAP_SYS_PTRACE).
 #   scripts/bench-mr.sh [N] [R]    (default 100000, 3)
 set -u
 cd "$(dirname "$0")/.."
@@ -15,12 +18,13 @@ n=${1:-100000}
 rounds=${2:-3}
 lib=$PWD/build/lib
 med() { sort -g | awk '{a[NR] = $1} END {print (NR ? a[int((NR + 1) / 2)] : "-")}'; }
-for run in 7:0 7:1 4:0; do
+for run in 7:default 7:0 4:default; do
 	access=${run%:*}
 	ahead=${run#*:}
 	out=$(mktemp)
 	for _ in $(seq "$rounds"); do
-		SOFTRNIC_MR_AHEAD=$ahead LD_LIBRARY_PATH=$lib prlimit --nofile=1024 \
+		env $([ "$ahead" = default ] || echo "SOFTRNIC_MR_AHEAD=$ahead") \
+			LD_LIBRARY_PATH=$lib prlimit --nofile=1024 \
 			build/bin/mrbench "$n" "$access" | tee -a "$out"
 	done
 	printf 'access 0x%x, ahead %s, %d MRs: median reg %s s, dereg %s s\n' \

@@ -8,6 +8,7 @@
  *   pd.c, ah.c           protection domains, address handles
  *   mr.c                 MRs and the key table (TPT)
  *   memreg.c             making registered memory shareable (memfd remap)
+ *   memguard.c           holding other threads' writes during a remap
  *   cq.c, event.c        completion rings, channels
  *   queue.c, srq.c       receive rings (QP RQ and SRQ) in shared memory
  *   qp.c                 the QP object: queues, attributes, WQE format
@@ -223,6 +224,14 @@ void srn_memreg_atfork_child(void);
  * gives its lock's enter and leave (engine/progress.c). */
 void srn_memreg_set_quiesce(void (*enter)(void), void (*leave)(void));
 int srn_memreg_check(uintptr_t addr, size_t len, bool need_write);
+
+/* ---- memguard.c: other threads' writes held during a remap (userfaultfd
+ * write protection), under memreg.c's lock ---- */
+bool srn_memguard_ready(void);
+const char *srn_memguard_state_name(void);
+int srn_memguard_hold(uintptr_t start, size_t len);
+void srn_memguard_release(uintptr_t start, size_t len, bool remapped);
+void srn_memguard_atfork_child(void);
 
 /* ---- mr.c: the translation and protection table ---- */
 struct srn_mr {

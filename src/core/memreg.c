@@ -35,6 +35,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <link.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -382,8 +383,48 @@ static ino_t srn_arena_ino;
 static uint64_t srn_arena_next;
 static unsigned long srn_arena_chunks; /* closed when none is left */
 
+/*
+ * Freed chunks' file pages not yet punched: [lo, hi), chunks freed one
+ * after another at consecutive offsets (deregistrations in address order,
+ * either way) are punched together, up to SRN_PUNCH_MAX, or when the next
+ * one is not adjacent, or when the arena closes (its unshared mappings,
+ * private, still hold the file). Their pages are private copies already
+ * (srn_chunk_unshare_arena): no mapping reads these file pages.
+ */
+#define SRN_PUNCH_MAX (2ull << 20)
+static uint64_t srn_punch_lo, srn_punch_hi;
+
+static void srn_arena_punch_flush(void)
+{
+	if (srn_punch_hi > srn_punch_lo)
+		fallocate(srn_arena_fd,
+			  FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+			  (off_t)srn_punch_lo,
+			  (off_t)(srn_punch_hi - srn_punch_lo));
+	srn_punch_lo = srn_punch_hi = 0;
+}
+
+static void srn_arena_punch(uint64_t off, uint64_t len)
+{
+	if (srn_punch_hi > srn_punch_lo &&
+	    srn_punch_hi - srn_punch_lo < SRN_PUNCH_MAX) {
+		if (off == srn_punch_hi) {
+			srn_punch_hi += len;
+			return;
+		}
+		if (off + len == srn_punch_lo) {
+			srn_punch_lo = off;
+			return;
+		}
+	}
+	srn_arena_punch_flush();
+	srn_punch_lo = off;
+	srn_punch_hi = off + len;
+}
+
 static void srn_arena_close(void)
 {
+	srn_arena_punch_flush();
 	if (srn_arena_fd >= 0)
 		close(srn_arena_fd);
 	srn_arena_fd = -1;
@@ -431,8 +472,7 @@ static void srn_chunk_unshare_arena(const struct srn_chunk *c,
 			 !madvise((void *)v[i].start, v[i].end - v[i].start,
 				  MADV_POPULATE_WRITE);
 	if (intact)
-		fallocate(c->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-			  (off_t)c->file_off0, (off_t)c->len);
+		srn_arena_punch(c->file_off0, c->len);
 }
 
 /*
@@ -447,12 +487,13 @@ static void srn_chunk_unshare_arena(const struct srn_chunk *c,
  */
 static void srn_chunk_unshare(const struct srn_chunk *c)
 {
-	struct srn_vma *v = calloc(SRN_MAX_VMAS, sizeof(*v)), *w = v;
+	static struct srn_vma v[SRN_MAX_VMAS]; /* under srn_memreg_lock */
+	struct srn_vma *w = v;
 	uintptr_t cursor = c->start;
 	unsigned n = 0, k = 0;
 	bool intact = true;
 
-	if (!v || srn_vmas_list(c->start, c->start + c->len, true, v, &n))
+	if (srn_vmas_list(c->start, c->start + c->len, true, v, &n))
 		n = 0;
 	for (unsigned i = 0; i < n; i++) {
 		intact = intact && v[i].start == cursor;
@@ -471,10 +512,10 @@ static void srn_chunk_unshare(const struct srn_chunk *c)
 	if (c->arena)
 		srn_chunk_unshare_arena(
 			c, w, k, intact && n && cursor == c->start + c->len);
-	free(v);
 }
 
 static unsigned srn_nsealed; /* sealed chunks: each holds an fd */
+static void srn_pipe_close(void);
 
 static void srn_chunk_unref(struct srn_chunk *c)
 {
@@ -492,6 +533,8 @@ static void srn_chunk_unref(struct srn_chunk *c)
 	else if (!--srn_arena_chunks)
 		srn_arena_close(); /* its mappings keep the file meanwhile */
 	free(c);
+	if (!srn_arena_chunks && !srn_nsealed)
+		srn_pipe_close();
 }
 
 static const struct srn_vma *srn_vma_at(const struct srn_vma *v, unsigned n,
@@ -569,35 +612,53 @@ static size_t srn_pages_splice_pipe(const int p[2], int fd, const char *src,
 }
 
 /*
- * The copy through a pipe: vmsplice takes references to the pages (no
- * copy through the user addresses) and splice copies them into the file
- * page by page in the kernel. In a virtual machine whose every access to
- * user memory from the kernel is costly, ten times faster than pwrite
- * (docs/BENCHMARKS.md, "Registration"). The bytes done; the caller writes
- * the rest.
+ * The copy goes through a pipe: vmsplice takes references to the pages
+ * (no copy through the user addresses) and splice copies them into the
+ * file page by page in the kernel. In a virtual machine whose every access
+ * to user memory from the kernel is costly, ten times faster than pwrite
+ * (docs/BENCHMARKS.md, "Registration"). The pipe is kept while chunks
+ * are (srn_chunk_unref closes it with the last one): a registration does
+ * not create and close one, three system calls of the eleven a page's
+ * registration and deregistration cost. Under srn_memreg_lock; -1: none;
+ * big: its capacity raised to SRN_SPLICE_PIPE (else 64 KiB).
  */
-static size_t srn_pages_splice(int fd, const void *src, size_t len,
-			       uint64_t foff)
-{
-	int p[2];
-	size_t done;
+static int srn_pipe[2] = { -1, -1 };
+static bool srn_pipe_big;
 
-	if (pipe2(p, O_CLOEXEC))
-		return 0;
-	if (len > 16 * SRN_PAGE)
-		fcntl(p[1], F_SETPIPE_SZ, SRN_SPLICE_PIPE); /* else 64 KiB */
-	done = srn_pages_splice_pipe(p, fd, src, 0, len, foff);
-	close(p[0]);
-	close(p[1]);
-	return done;
+static void srn_pipe_close(void)
+{
+	if (srn_pipe[0] >= 0) {
+		close(srn_pipe[0]);
+		close(srn_pipe[1]);
+	}
+	srn_pipe[0] = srn_pipe[1] = -1;
+	srn_pipe_big = false;
+}
+
+/* Before a copy of len bytes, outside the hold (core/memguard.c: no
+ * variable of ours is written while other threads' writes wait, it could
+ * lie in the pages held). Without a pipe, the copy is a pwrite. */
+static void srn_pipe_ready(size_t len)
+{
+	if (srn_pipe[0] < 0 && pipe2(srn_pipe, O_CLOEXEC))
+		srn_pipe[0] = srn_pipe[1] = -1;
+	if (srn_pipe[0] >= 0 && len > 16 * SRN_PAGE && !srn_pipe_big)
+		srn_pipe_big =
+			fcntl(srn_pipe[1], F_SETPIPE_SZ, SRN_SPLICE_PIPE) >= 0;
 }
 
 /* Writes whole pages into fd. They hold more than the registered buffer
  * (other heap blocks, a sanitizer's redzones between them): the kernel
- * copies them, not an instrumented memcpy. */
-static int srn_pages_write(int fd, const void *src, size_t len, uint64_t foff)
+ * copies them, not an instrumented memcpy. *dirty_p: the pipe may hold
+ * bytes left over (srn_pipe_close it). */
+static int srn_pages_write(int fd, const void *src, size_t len, uint64_t foff,
+			   bool *dirty_p)
 {
-	size_t off = srn_pages_splice(fd, src, len, foff);
+	size_t off = 0;
+
+	if (srn_pipe[0] >= 0)
+		off = srn_pages_splice_pipe(srn_pipe, fd, src, 0, len, foff);
+	*dirty_p = srn_pipe[0] >= 0 && off < len;
 
 	while (off < len) {
 		long k = syscall(SYS_pwrite64, fd, (const char *)src + off,
@@ -643,35 +704,56 @@ static int srn_chunk_seal(int fd)
 	return 0;
 }
 
-/* Copies the chunk's pages into fd at off and maps them from there in
- * place, with the other threads' writers held (srn_memreg_set_quiesce). */
-static int srn_chunk_copy_map(struct srn_chunk *c, int fd, uint64_t off)
+/*
+ * Copies the chunk's pages into fd at off and maps them from there in
+ * place, with the other threads' writers held (srn_memreg_set_quiesce).
+ * The pages past own (taken ahead: srn_chunk_ahead) are not the MR's:
+ * every write to the chunk waits meanwhile (srn_memguard_hold), or, if
+ * that cannot be, the chunk shrinks to own.
+ */
+static int srn_chunk_copy_map(struct srn_chunk *c, int fd, uint64_t off,
+			      size_t own)
 {
 	void (*enter)(void), (*leave)(void);
+	bool held = false, dirty = false;
 	int err;
 
+	srn_pipe_ready(c->len);
 	/* acquire: pairs with the release in srn_memreg_set_quiesce */
 	enter = __atomic_load_n(&srn_memreg_enter, __ATOMIC_ACQUIRE);
 	leave = __atomic_load_n(&srn_memreg_leave, __ATOMIC_ACQUIRE);
 	if (enter)
 		enter(); /* see srn_memreg_set_quiesce */
-	err = srn_pages_write(fd, (void *)c->start, c->len, off);
+	/* held after enter: a handler of the layer above, waiting on a held
+	 * page with its lock taken, would wait for us and we for it */
+	if (c->len > own) {
+		held = !srn_memguard_hold(c->start, c->len);
+		if (!held)
+			c->len =
+				own; /* its file offsets past own stay unused */
+	}
+	err = srn_pages_write(fd, (void *)c->start, c->len, off, &dirty);
 	if (!err)
 		err = srn_remap_fixed((void *)c->start, c->len, c->prot,
 				      MAP_SHARED, fd, (off_t)off);
+	if (held)
+		srn_memguard_release(c->start, c->len, !err);
 	if (enter && leave)
 		leave();
+	if (dirty)
+		srn_pipe_close();
 	return err;
 }
 
-/* A writable chunk: its pages go into the arena. */
-static int srn_chunk_remap_arena(struct srn_chunk *c)
+/* A writable chunk: its pages go into the arena (those past own are taken
+ * ahead). */
+static int srn_chunk_remap_arena(struct srn_chunk *c, size_t own)
 {
 	int64_t off = srn_arena_alloc(c->len);
 	int err = off < 0 ? (int)off : 0;
 
 	if (!err)
-		err = srn_chunk_copy_map(c, srn_arena_fd, (uint64_t)off);
+		err = srn_chunk_copy_map(c, srn_arena_fd, (uint64_t)off, own);
 	if (err)
 		return err;
 	c->fd = srn_arena_fd;
@@ -716,7 +798,7 @@ static int srn_chunk_remap_sealed(struct srn_chunk *c)
 	if (ftruncate(fd, c->len) || fstat(fd, &st))
 		err = -errno;
 	if (!err)
-		err = srn_chunk_copy_map(c, fd, 0);
+		err = srn_chunk_copy_map(c, fd, 0, c->len);
 	if (!err && srn_chunk_seal(fd)) {
 		/* the pages stay mapped from fd, untracked (a later
 		 * registration remaps them): not shareable read-only */
@@ -756,8 +838,9 @@ static bool srn_on_own_stack(uintptr_t start, uintptr_t end)
 	return start < hi && end > lo;
 }
 
-/* Creates the chunk that starts at cursor and ends at most at limit. */
-static int srn_chunk_create(uintptr_t cursor, uintptr_t limit,
+/* Creates the chunk that starts at cursor and ends at most at limit; the
+ * pages past end (if limit is beyond it) are taken ahead. */
+static int srn_chunk_create(uintptr_t cursor, uintptr_t limit, uintptr_t end,
 			    const struct srn_vma *vmas, unsigned n, bool ro,
 			    struct srn_chunk **c_p)
 {
@@ -785,7 +868,8 @@ static int srn_chunk_create(uintptr_t cursor, uintptr_t limit,
 	else if (ro)
 		err = srn_chunk_remap_sealed(c);
 	else
-		err = srn_chunk_remap_arena(c);
+		err = srn_chunk_remap_arena(c, (limit < end ? limit : end) -
+						       cursor);
 	if (err) {
 		free(c);
 		return err;
@@ -819,25 +903,70 @@ static bool srn_chunk_valid(const struct srn_chunk *c, const struct srn_vma *v)
  * converts its own pages only. The pages taken ahead are shared like the
  * MR's (docs/architecture.md, "Memory registration") and go back to
  * private memory with the chunk, when its last MR goes. Not in the brk
- * heap: there other threads' mallocs write right past the last block (a
- * write during the copy would be lost).
+ * heap: the pages past its last block are malloc's free top, which every
+ * allocating thread writes (each would wait during the copy, below).
+ *
+ * The pages taken ahead are not the MR's: another thread (the
+ * application's, or a neighbouring mapping merged into the same VMA) may
+ * write them during the copy, and that write must not be lost. So only
+ * with their writers held during the copy and remap (srn_memguard_hold:
+ * a userfaultfd that write-protects them; the writers wait in the kernel
+ * and write into the new mapping): where that is not available (an
+ * unprivileged process with vm.unprivileged_userfaultfd = 0), nothing is
+ * taken ahead. The registering thread itself must not write there
+ * meanwhile: its stack and its static TLS are never taken ahead.
+ * SOFTRNIC_MR_AHEAD=0 turns it off.
  */
 #define SRN_AHEAD_MAX (2ul << 20)
 
-/*
- * Off unless SOFTRNIC_MR_AHEAD=1: the pages taken ahead are not the MR's,
- * and another thread (the application's, or a neighbouring mapping merged
- * into the same VMA) may write them during the copy; that write would be
- * lost. Only a program that knows nothing else writes past its
- * registrations (the registration benchmark) should turn it on.
- */
 static bool srn_ahead_on;
 
 __attribute__((constructor)) static void srn_ahead_init(void)
 {
 	const char *e = getenv("SOFTRNIC_MR_AHEAD");
 
-	srn_ahead_on = e && atoi(e) > 0;
+	srn_ahead_on = !e || atoi(e) > 0;
+}
+
+static int srn_tls_add(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	size_t *sum = arg;
+
+	(void)size;
+	for (unsigned i = 0; i < info->dlpi_phnum; i++)
+		if (info->dlpi_phdr[i].p_type == PT_TLS)
+			*sum += info->dlpi_phdr[i].p_memsz +
+				info->dlpi_phdr[i].p_align;
+	return 0;
+}
+
+/* The TLS and TCB slack around the thread pointer: glibc's surplus for
+ * modules loaded later and its thread descriptor, with room to spare. */
+#define SRN_TLS_SLACK (64ul << 10)
+
+/*
+ * The end of an ahead range [cursor, want) that keeps clear of the
+ * calling thread's static TLS (errno) and thread descriptor, written by
+ * the system call wrappers it calls while the range is held: the thread
+ * pointer, with the modules' TLS blocks on one side (below on x86-64,
+ * above on arm64) and the descriptor on the other. A thread's stack
+ * mapping holds them (srn_on_own_stack); the main thread's are in a small
+ * mapping of the dynamic loader, with which the kernel merges a buffer
+ * mapped just below it into one VMA. Under srn_memreg_lock.
+ */
+static uintptr_t srn_ahead_clear_tls(uintptr_t cursor, uintptr_t want)
+{
+	static size_t span; /* 0 until computed */
+	uintptr_t tp = (uintptr_t)__builtin_thread_pointer(), lo;
+
+	if (!span) {
+		dl_iterate_phdr(srn_tls_add, &span);
+		span = SRN_ALIGN_UP(span + SRN_TLS_SLACK, SRN_PAGE);
+	}
+	lo = (tp & ~(SRN_PAGE - 1)) - span;
+	if (want <= lo || cursor >= tp + span)
+		return want;
+	return cursor < lo ? lo : cursor;
 }
 
 /* The end of the chunk to create at cursor for a registration up to end
@@ -847,16 +976,19 @@ static uintptr_t srn_chunk_ahead(uintptr_t cursor, uintptr_t end,
 {
 	struct srn_chunk *p = cursor ? srn_chunk_find(cursor - 1) : NULL;
 	uintptr_t want;
+	size_t len;
 
 	if (!srn_ahead_on || ro || !v || !v->anon || !p || !p->arena ||
 	    p->start + p->len != cursor)
 		return end;
-	want = p->len < SRN_AHEAD_MAX / 2 ? 2 * p->len : SRN_AHEAD_MAX;
-	if (want > v->vend - cursor)
-		want = v->vend - cursor;
-	if (cursor + want <= end || srn_on_own_stack(cursor, cursor + want))
+	len = p->len < SRN_AHEAD_MAX / 2 ? 2 * p->len : SRN_AHEAD_MAX;
+	if (len > v->vend - cursor)
+		len = v->vend - cursor;
+	want = srn_ahead_clear_tls(cursor, cursor + len);
+	if (want <= end || srn_on_own_stack(cursor, want) ||
+	    !srn_memguard_ready())
 		return end;
-	return cursor + want;
+	return want;
 }
 
 static int srn_memreg_piece(struct srn_memreg *reg, uintptr_t *cursor,
@@ -884,7 +1016,7 @@ static int srn_memreg_piece(struct srn_memreg *reg, uintptr_t *cursor,
 
 		err = srn_chunk_create(*cursor,
 				       srn_chunk_next_start(*cursor, ahead),
-				       vmas, n, ro, &c);
+				       end, vmas, n, ro, &c);
 		if (err)
 			return err;
 	}
@@ -899,16 +1031,18 @@ static int srn_memreg_piece(struct srn_memreg *reg, uintptr_t *cursor,
 	return 0;
 }
 
+/* The VMAs of a registration (srn_memreg_get, srn_memreg_check): static,
+ * under srn_memreg_lock (not 19 KiB cleared at each call). */
+static struct srn_vma srn_reg_vmas[SRN_MAX_VMAS];
+
 int srn_memreg_get(struct srn_memreg *reg, uintptr_t addr, size_t len,
 		   bool need_write, bool ro)
 {
-	struct srn_vma *vmas = calloc(SRN_MAX_VMAS, sizeof(*vmas));
+	struct srn_vma *vmas = srn_reg_vmas;
 	uintptr_t end, cursor;
 	unsigned n = 0;
 	int err;
 
-	if (!vmas)
-		return -ENOMEM;
 	memset(reg, 0, sizeof(*reg));
 	reg->span_start = addr & ~(SRN_PAGE - 1);
 	end = SRN_ALIGN_UP(addr + len, SRN_PAGE);
@@ -926,7 +1060,6 @@ int srn_memreg_get(struct srn_memreg *reg, uintptr_t addr, size_t len,
 		reg->npieces = 0;
 	}
 	pthread_mutex_unlock(&srn_memreg_lock);
-	free(vmas);
 	return err;
 }
 
@@ -942,20 +1075,17 @@ void srn_memreg_put(struct srn_memreg *reg)
 /* Only checks that [addr, addr+len) is mapped (MRs nobody else reaches). */
 int srn_memreg_check(uintptr_t addr, size_t len, bool need_write)
 {
-	struct srn_vma *vmas = calloc(SRN_MAX_VMAS, sizeof(*vmas));
+	struct srn_vma *vmas = srn_reg_vmas;
 	uintptr_t start = addr & ~(SRN_PAGE - 1);
 	unsigned n = 0;
 	int err;
 
-	if (!vmas)
-		return -ENOMEM;
 	pthread_mutex_lock(&srn_memreg_lock);
 	err = srn_vmas_get(start, SRN_ALIGN_UP(addr + len, SRN_PAGE), vmas, &n);
-	pthread_mutex_unlock(&srn_memreg_lock);
 	for (unsigned i = 0; !err && i < n; i++)
 		if (need_write && !(vmas[i].prot & PROT_WRITE))
 			err = -EFAULT;
-	free(vmas);
+	pthread_mutex_unlock(&srn_memreg_lock);
 	return err;
 }
 
@@ -994,7 +1124,10 @@ void srn_memreg_atfork_child(void)
 	}
 	srn_chunk_tree = NULL; /* its nodes leak with the chunks */
 	srn_nsealed = 0;
+	srn_punch_lo = srn_punch_hi = 0; /* the parent punches them */
 	srn_arena_close();
+	srn_pipe_close();
+	srn_memguard_atfork_child();
 	if (srn_maps_fd >= 0) /* the parent's maps */
 		close(srn_maps_fd);
 	srn_maps_fd = -1;
