@@ -1,7 +1,8 @@
 #!/bin/bash
 # Verifies the slot hand-off model (slot.pml) with Debian's spin.
 #
-#   run_spin.sh safety|two_workers|lost_wakeup|progress|bug|bug_behind
+#   run_spin.sh safety|two_workers|lost_wakeup|progress|direct|bug|
+#               bug_behind|bug_self
 #
 # safety:      one worker, two callers, three calls each (both slots
 #              reused), futex timeouts and parking, two spurious kicks,
@@ -10,10 +11,14 @@
 # lost_wakeup: one worker, no futex timeouts: a lost wake-up would block
 #              the worker forever (an invalid end state)
 # progress:    -DNP: no non-progress cycle under weak fairness (-f)
+# direct:      one worker that may also read network calls itself (its
+#              own claim, no slot), two callers queueing behind it too
 # bug:         the worker stores SLEEPING instead of its CAS; spin must
 #              report an error (shows the checks can fail)
 # bug_behind:  the worker frees itself with a plain store over a call
 #              queued behind it; spin must report an error
+# bug_self:    the worker claims itself with a plain store; spin must
+#              report an error
 # All but two_workers let callers queue behind a running worker.
 # Exits 77 (skipped) when spin or a C compiler is missing.
 set -euo pipefail
@@ -29,7 +34,9 @@ safety) defs=(-DNW=1 -DCALLS=3) cflags=() pan=() ;;
 two_workers) defs=(-DNW=2 -DCALLS=1 -DKICKS=0 -DTIMEOUTS=0) cflags=() pan=() ;;
 lost_wakeup) defs=(-DNW=1 -DCALLS=3 -DTIMEOUTS=0) cflags=() pan=() ;;
 progress) defs=(-DNW=1 -DCALLS=3) cflags=(-DNP -DNFAIR=3) pan=(-l -f) ;;
+direct) defs=(-DNW=1 -DCALLS=2 -DNET=2 -DKICKS=0) cflags=() pan=() ;;
 bug) defs=(-DNW=1 -DBUG_PLAIN_STORE -DTIMEOUTS=0) cflags=() pan=() ;;
+bug_self) defs=(-DNW=1 -DNET=1 -DBUG_SELF -DTIMEOUTS=0) cflags=() pan=() ;;
 bug_behind) defs=(-DNW=1 -DBUG_BEHIND -DTIMEOUTS=0) cflags=() pan=() ;;
 *) echo "unknown mode $mode" >&2; exit 2 ;;
 esac

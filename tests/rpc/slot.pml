@@ -30,6 +30,14 @@
  * frees itself with a plain store, over a call queued behind it) the lost
  * call: those runs show the checks work. Futex words are per slot: a wake
  * of one slot does not wake a worker waiting on the other.
+ *
+ * With NET > 0 a spinning worker may also read a network call itself
+ * (rpc_direct.c), NET times in all: srn_rpc_claim_self's CAS SPINNING(n)
+ * -> RUNNING(n) makes it call n, which no slot carries (slot n % 2 keeps
+ * its old number, and the next reply there waits for the ack of the last
+ * reply written in it); if a caller claimed call n first, the worker
+ * serves that call and the network one after it under the same claim.
+ * With -DBUG_SELF (a plain store of RUNNING) spin must find the damage.
  */
 #ifndef CALLS
 #define CALLS 2
@@ -45,6 +53,9 @@
 #endif
 #ifndef BEHIND
 #define BEHIND 1
+#endif
+#ifndef NET
+#define NET 0
 #endif
 #define NCALLERS 2
 #define TOTAL (NCALLERS * CALLS)
@@ -63,6 +74,8 @@ byte rx_call[2 * NW];  /* the message: which call (caller * 8 + k) */
 byte tx_seq[2 * NW];
 byte tx_call[2 * NW];
 byte tx_ack[2 * NW];   /* srn_rpc_slot.ack */
+byte tx_last[2 * NW];  /* the last reply written there (wl->tx_n) */
+byte netserved;        /* network calls the workers read themselves */
 bool in_futex[2 * NW]; /* worker w blocks in futex_wait on its rx[s] */
 bool rx_waiting[2 * NW]; /* srn_rpc_slot.waiting of a receive slot */
 byte delivered[NCALLERS * 8];
@@ -233,10 +246,31 @@ inline worker_await_behind() {
 	rx_waiting[s] = false
 }
 
+/* srn_rpc_net_take: a datagram read while spinning becomes call n by
+ * srn_rpc_claim_self; self is false when a caller claimed call n first */
+inline worker_take_net() {
+	atomic {
+		netserved++;
+#ifdef BUG_SELF
+		wstate[me] = RUNNING;
+		self = true
+#else
+		if
+		:: wstate[me] == SPINNING -> wstate[me] = RUNNING; self = true
+		:: else -> self = false
+		fi
+#endif
+	}
+	if
+	:: !self -> (rx_seq[s] == n) /* the claimer's call first */
+	:: else -> skip
+	fi
+}
+
 proctype worker(byte me)
 {
 	byte n = 1, call, s;
-	bool slept, claimed = false;
+	bool slept, claimed = false, self = false;
 
 	/* srn_rpc_worker_free at start */
 	next[me] = 1;
@@ -246,13 +280,18 @@ proctype worker(byte me)
 	:: else ->
 		s = 2 * me + n % 2;
 		/* srn_rpc_worker_wait: spin for a budget, then sleep */
+		self = false;
 		if
 		:: rx_seq[s] == n -> skip
+#if NET
+		:: !claimed && netserved < NET -> worker_take_net()
+#endif
 		:: claimed -> worker_await_behind()
 		:: !claimed -> worker_sleep()
 		fi;
 		if
-		:: rx_seq[s] != n -> assert(stop); break
+		:: self -> goto free /* served on the socket: no slot */
+		:: !self && rx_seq[s] != n -> assert(stop); break
 		:: else -> skip
 		fi;
 		/* srn_rpc_worker_serve: the call is ours until we free */
@@ -265,14 +304,16 @@ proctype worker(byte me)
 		/* srn_rpc_tx_wait_ack, then srn_rpc_reply_shm: the reply,
 		 * then its release store */
 		atomic {
-			(n < 3 || tx_ack[s] == n - 2);
+			(tx_last[s] == 0 || tx_ack[s] == tx_last[s]);
 			tx_call[s] = call
 		}
 		atomic {
 			tx_seq[s] = n;
+			tx_last[s] = n;
 			answered++
 		}
 progress_serve:
+free:
 		/* srn_rpc_worker_free: CAS RUNNING(n) -> SPINNING(n + 1),
 		 * or QUEUED(n) -> RUNNING(n + 1): call n + 1 is claimed */
 		atomic {
