@@ -159,7 +159,8 @@ static void check_echo(CLIENT *cl, size_t len)
 	CHECK(st == RPC_SUCCESS, "echo %zu: %s", len, clnt_sperrno(st));
 	if (st == RPC_SUCCESS) {
 		CHECK(out.calc_blob_len == len &&
-			      !memcmp(out.calc_blob_val, in.calc_blob_val, len),
+			      (!len || !memcmp(out.calc_blob_val,
+					       in.calc_blob_val, len)),
 		      "echo %zu came back different", len);
 		clnt_freeres(cl, (xdrproc_t)xdr_calc_blob, (char *)&out);
 	}
