@@ -42,6 +42,8 @@ static int srn_ctx_init(struct srn_context *ctx, struct ibv_device *device)
 	srn_list_init(&ctx->srqs);
 	srn_list_init(&ctx->async_events);
 	srn_list_init(&ctx->link);
+	srn_lock_init(&ctx->retry_lock);
+	srn_list_init(&ctx->retry_qps);
 	ic->device = device;
 	ic->num_comp_vectors = 1;
 	ic->abi_compat = __VERBS_ABI_IS_EXTENDED;

@@ -105,6 +105,14 @@ struct srn_context {
 	struct srn_list async_events;
 	/* QPs with a stalled send queue (RNR, peer not ready) */
 	atomic_uint nstalled;
+	/* The QPs the requester must run again (engine/requester.c): their
+	 * send queue is stalled, or a handler asked for a run (pending_run,
+	 * pending_err). Guarded by retry_lock, a leaf lock taken under a
+	 * QP's sq_lock (srn_qp_want_run, srn_qp_retry_del); nretry is their
+	 * number, read without the lock as a hint by srn_poll_cq. */
+	struct srn_lock retry_lock;
+	struct srn_list retry_qps;
+	atomic_uint nretry;
 	/* must be last: the application's view */
 	struct verbs_context vctx;
 };
@@ -674,6 +682,9 @@ struct srn_qp {
 	atomic_uint pending_err;
 	atomic_uint pending_run; /* the transport asks the requester to
 				  * run (go back after an RNR NAK) */
+	/* on ctx->retry_qps (under its retry_lock) while stalled or
+	 * pending: empty when not */
+	struct srn_list retry_link;
 	/* the QP's control socket and the peers connected to it (ctl.c) */
 	struct srn_pollable *listener;
 	pthread_mutex_t conn_lock; /* leaf lock: guards conns, links */
@@ -735,6 +746,8 @@ uint64_t srn_qp_send_ops(enum ibv_qp_type type);
 void srn_qp_destroy(struct srn_qp *qp);
 void srn_qp_add(struct srn_qp *qp, struct ibv_qp_init_attr_ex *a);
 void srn_qp_del(struct srn_qp *qp);
+void srn_qp_want_run(struct srn_qp *qp);
+void srn_qp_retry_del(struct srn_context *ctx, struct srn_qp *qp);
 int srn_qp_check_attr(const struct ibv_qp_attr *a, int mask);
 void srn_qp_publish_rx(struct srn_qp *qp);
 

@@ -132,6 +132,7 @@ static struct srn_qp *srn_qp_alloc(struct srn_context *ctx,
 	srn_list_init(&qp->links);
 	pthread_mutex_init(&qp->conn_lock, NULL);
 	srn_list_init(&qp->ctx_link);
+	srn_list_init(&qp->retry_link);
 	*err = srn_sq_init(qp);
 	if (!*err)
 		*err = srn_qp_seg_init(qp, a->qp_type);
@@ -318,6 +319,38 @@ void srn_qp_del(struct srn_qp *qp)
 	pthread_mutex_lock(&ctx->lock);
 	srn_list_del(&qp->ctx_link);
 	pthread_mutex_unlock(&ctx->lock);
+}
+
+/* retry_lock held: qp leaves its context's retry list (if it is on it). */
+void srn_qp_retry_del(struct srn_context *ctx, struct srn_qp *qp)
+{
+	if (srn_list_empty(&qp->retry_link))
+		return;
+	srn_list_del(&qp->retry_link);
+	/* relaxed: a hint for srn_poll_cq; the list is under retry_lock */
+	atomic_fetch_sub_explicit(&ctx->nretry, 1, memory_order_relaxed);
+}
+
+/*
+ * Any thread: the requester must run qp at its next retry (the progress
+ * thread's sweep, or the application's poll of an empty CQ): its send
+ * queue stalled, or a handler set pending_run or pending_err (release)
+ * before calling this. The flag is stored before the lock is taken here,
+ * so srn_req_retry_drop either sees it or dropped the QP before we add
+ * it again.
+ */
+void srn_qp_want_run(struct srn_qp *qp)
+{
+	struct srn_context *ctx = qp->ctx;
+
+	srn_lock(&ctx->retry_lock);
+	if (srn_list_empty(&qp->retry_link)) {
+		srn_list_add_tail(&qp->retry_link, &ctx->retry_qps);
+		/* relaxed: a hint, as in srn_qp_retry_del */
+		atomic_fetch_add_explicit(&ctx->nretry, 1,
+					  memory_order_relaxed);
+	}
+	srn_unlock(&ctx->retry_lock);
 }
 
 /* The inverse of srn_qp_create (after srn_qp_del if it was added). */

@@ -33,6 +33,14 @@ void srn_req_detach(struct srn_qp *qp);
 void srn_req_complete(struct srn_qp *qp);
 struct srn_swqe *srn_sq_wqe(struct srn_qp *qp, uint64_t i);
 unsigned srn_req_retry_stalled(struct srn_context *ctx);
+
+/* Are send queues of ctx waiting for a retry (a hint, for pollers)? */
+static inline bool srn_req_retry_wanted(struct srn_context *ctx)
+{
+	/* relaxed: a hint; srn_req_retry_stalled takes the locks */
+	return atomic_load_explicit(&ctx->nretry, memory_order_relaxed) != 0;
+}
+
 void srn_qp_async_error(struct srn_qp *qp);
 void srn_qp_async_fatal(struct srn_qp *qp);
 void srn_comp_send_cqe(struct srn_qp *qp, const struct srn_swqe *wqe,

@@ -359,10 +359,13 @@ static unsigned srn_progress_scan(struct srn_context *ctx)
 		/* acq_rel: the exchange pairs with the release in
 		 * srn_resp_error (a peer). release: pending_err pairs with
 		 * the acq_rel exchange in srn_req_take_error */
-		if (__atomic_exchange_n(&qp->shm->err_req, 0, __ATOMIC_ACQ_REL))
+		if (__atomic_exchange_n(&qp->shm->err_req, 0,
+					__ATOMIC_ACQ_REL)) {
 			atomic_fetch_or_explicit(&qp->pending_err,
 						 SRN_PENDING_ERR,
 						 memory_order_release);
+			srn_qp_want_run(qp); /* the sweep below runs it */
+		}
 		srn_unlock(&qp->sq_lock);
 	}
 	srn_list_for_each_safe(pos, tmp, &ctx->srqs)

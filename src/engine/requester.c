@@ -49,14 +49,39 @@ struct srn_swqe *srn_sq_wqe(struct srn_qp *qp, uint64_t i)
 				   (i & (qp->sq.size - 1)) * qp->sq.stride);
 }
 
+/* Does the QP need the requester again (sq_lock, or retry_lock for the
+ * flags: see srn_qp_want_run)? */
+static bool srn_req_wanted(const struct srn_qp *qp)
+{
+	/* relaxed: under retry_lock, which orders them with the store of a
+	 * flag before srn_qp_want_run's lock; srn_req_run exchanges them
+	 * with acquire */
+	return qp->stall != SRN_STALL_NONE ||
+	       atomic_load_explicit(&qp->pending_err, memory_order_relaxed) ||
+	       atomic_load_explicit(&qp->pending_run, memory_order_relaxed);
+}
+
+/* sq_lock held: drops qp from the retry list unless it still needs a run
+ * (a flag a handler set since, or a new stall). */
+static void srn_req_retry_drop(struct srn_qp *qp)
+{
+	struct srn_context *ctx = qp->ctx;
+
+	srn_lock(&ctx->retry_lock);
+	if (!srn_req_wanted(qp))
+		srn_qp_retry_del(ctx, qp);
+	srn_unlock(&ctx->retry_lock);
+}
+
 static void srn_req_unstall(struct srn_qp *qp)
 {
 	if (qp->stall == SRN_STALL_NONE)
 		return;
 	qp->stall = SRN_STALL_NONE;
-	/* relaxed: a count of stalled QPs, read as a hint by srn_poll_cq
-	 * and by a transport's answers; qp->stall itself is under sq_lock */
+	/* relaxed: a count of stalled QPs, read as a hint by a transport's
+	 * answers; qp->stall itself is under sq_lock */
 	atomic_fetch_sub_explicit(&qp->ctx->nstalled, 1, memory_order_relaxed);
+	srn_req_retry_drop(qp);
 }
 
 static void srn_req_stall_start(struct srn_qp *qp, enum srn_stall why,
@@ -67,6 +92,7 @@ static void srn_req_stall_start(struct srn_qp *qp, enum srn_stall why,
 	qp->stall = why;
 	/* relaxed: a count of stalled QPs, a hint (see srn_req_unstall) */
 	atomic_fetch_add_explicit(&qp->ctx->nstalled, 1, memory_order_relaxed);
+	srn_qp_want_run(qp);
 	qp->stall_retries = rnr ? qp->attr.rnr_retry : qp->attr.retry_cnt;
 	qp->stall_period_ns = rnr ? srn_rnr_timer_ns(qp->attr.min_rnr_timer) :
 				    srn_ack_timeout_ns(qp->attr.timeout);
@@ -322,48 +348,60 @@ void srn_req_detach(struct srn_qp *qp)
 		qp->tops->disconnect(qp);
 	qp->tops = NULL;
 	srn_req_unstall(qp);
+	/* off the retry list for good before the QP is freed: after
+	 * srn_qp_del no handler finds it to ask for a run */
+	srn_lock(&qp->ctx->retry_lock);
+	srn_qp_retry_del(qp->ctx, qp);
+	srn_unlock(&qp->ctx->retry_lock);
+}
+
+/* retry_lock held: up to n QPs of the retry list, their sq_lock taken,
+ * in batch (round robin: each QP looked at goes to the tail); how many
+ * QPs could not be looked at now in *busy_p. */
+static unsigned srn_req_retry_take(struct srn_context *ctx,
+				   struct srn_qp **batch, unsigned n,
+				   unsigned *busy_p)
+{
+	/* relaxed: under retry_lock, which guards the count's changes */
+	unsigned left =
+		atomic_load_explicit(&ctx->nretry, memory_order_relaxed);
+	unsigned k = 0;
+
+	for (; left && k < n; left--) {
+		struct srn_qp *qp = srn_list_entry(ctx->retry_qps.next,
+						   struct srn_qp, retry_link);
+
+		srn_list_del(&qp->retry_link);
+		srn_list_add_tail(&qp->retry_link, &ctx->retry_qps);
+		if (srn_trylock(&qp->sq_lock))
+			batch[k++] = qp; /* keeps sq_lock: not freed */
+		else
+			(*busy_p)++; /* its owner runs it anyway */
+	}
+	*busy_p += left;
+	return k;
 }
 
 /*
- * Gives stalled send queues of ctx a chance to move. Never blocks on a
- * QP: a QP whose lock is taken is being run by its owner anyway.
+ * Gives the send queues of ctx that need it (stalled, or a handler asked
+ * for a run) a chance to move: only those, however many QPs ctx has.
+ * Never blocks on a QP: a QP whose lock is taken is being run by its
+ * owner anyway. Returns how many QPs could not be looked at now.
  */
 unsigned srn_req_retry_stalled(struct srn_context *ctx)
 {
 	struct srn_qp *batch[16];
-	unsigned n = 0, busy = 0;
-	struct srn_list *pos, *tmp;
+	unsigned n, busy = 0;
 
-	pthread_mutex_lock(&ctx->lock);
-	srn_list_for_each_safe(pos, tmp, &ctx->qps) {
-		struct srn_qp *qp =
-			srn_list_entry(pos, struct srn_qp, ctx_link);
-
-		if (n == SRN_ARRAY_SIZE(batch)) {
-			busy++;
-			break;
-		}
-		if (!srn_trylock(&qp->sq_lock)) {
-			busy++;
-			continue;
-		}
-		/* relaxed: hints; srn_req_run exchanges the flags with
-		 * acquire */
-		if (qp->stall != SRN_STALL_NONE ||
-		    atomic_load_explicit(&qp->pending_err,
-					 memory_order_relaxed) ||
-		    atomic_load_explicit(&qp->pending_run,
-					 memory_order_relaxed))
-			batch[n++] = qp; /* keeps sq_lock: not freed */
-		else
-			srn_unlock(&qp->sq_lock);
-	}
-	pthread_mutex_unlock(&ctx->lock);
+	srn_lock(&ctx->retry_lock);
+	n = srn_req_retry_take(ctx, batch, SRN_ARRAY_SIZE(batch), &busy);
+	srn_unlock(&ctx->retry_lock);
 	for (unsigned i = 0; i < n; i++) {
 		srn_req_run(batch[i]);
+		srn_req_retry_drop(batch[i]);
 		srn_unlock(&batch[i]->sq_lock);
 	}
-	return busy; /* QPs that could not be looked at now */
+	return busy;
 }
 
 /*
@@ -376,6 +414,7 @@ void srn_qp_async_error(struct srn_qp *qp)
 	/* release: pairs with the acq_rel exchange in srn_req_take_error */
 	atomic_fetch_or_explicit(&qp->pending_err, SRN_PENDING_ERR,
 				 memory_order_release);
+	srn_qp_want_run(qp);
 	srn_progress_request_retry();
 }
 
@@ -386,6 +425,7 @@ void srn_qp_async_fatal(struct srn_qp *qp)
 	/* release: pairs with the acq_rel exchange in srn_req_take_error */
 	atomic_fetch_or_explicit(&qp->pending_err, SRN_PENDING_FATAL,
 				 memory_order_release);
+	srn_qp_want_run(qp);
 	srn_progress_request_retry();
 }
 

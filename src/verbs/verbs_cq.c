@@ -49,9 +49,7 @@ static int srn_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc)
 	if (srn_unlikely(ne < 0 || srn_ctx_is_foreign(cq->ctx)))
 		return -EINVAL;
 	n = srn_cq_drain(cq, ne, wc);
-	/* relaxed: a hint (srn_req_unstall); the retry takes the locks */
-	if (n == 0 &&
-	    atomic_load_explicit(&cq->ctx->nstalled, memory_order_relaxed)) {
+	if (n == 0 && srn_req_retry_wanted(cq->ctx)) {
 		/* the application's polling drives stalled send queues */
 		srn_req_retry_stalled(cq->ctx);
 		n = srn_cq_drain(cq, ne, wc);

@@ -62,8 +62,7 @@ static bool srn_cqex_load(struct srn_cq *cq)
  * ibv_poll_cq does (verbs_cq.c), without the consumer lock. */
 static void srn_cqex_drive(struct srn_cq *cq)
 {
-	/* relaxed: a hint (srn_req_unstall); the retry takes the locks */
-	if (atomic_load_explicit(&cq->ctx->nstalled, memory_order_relaxed))
+	if (srn_req_retry_wanted(cq->ctx))
 		srn_req_retry_stalled(cq->ctx);
 	if (srn_progress_has_data())
 		srn_progress_poll_once();

@@ -50,7 +50,9 @@ struct srn_peer {
 	pid_t pid;
 	uint32_t qpn;
 	struct srn_seg qp_seg, cq_seg, tpt_seg, srq_seg;
-	struct srn_shm_tpt *tpt_map; /* tpt_seg's, shared (shm_ctl.c) */
+	/* cq_seg's, tpt_seg's, srq_seg's: shared (shm_smap.c); NULL when
+	 * the peer has no such segment */
+	struct srn_shm_smap *cq_map, *tpt_map, *srq_map;
 	struct srn_qp_shm *tqp;
 	const struct srn_tpt_shm *tpt;
 	uint32_t pd_handle;
@@ -139,6 +141,13 @@ void srn_shm_xrc_free(struct srn_peer *p);
 int srn_shm_direct_map(struct srn_qp *qp, uint64_t addr, uint32_t rkey,
 		       uint64_t len, unsigned need_access, void **map_p,
 		       size_t *map_len_p, void **ptr_p);
+
+/* shm_smap.c */
+struct srn_shm_smap;
+int srn_shm_smap_get(struct srn_shm_smap **map_p, struct srn_seg *seg_p, int fd,
+		     pid_t pid, enum srn_seg_kind kind, size_t min_size,
+		     int prot);
+void srn_shm_smap_put(struct srn_shm_smap **map_p, struct srn_seg *seg_p);
 
 /* shm_ctl.c */
 int srn_shm_ctl_connect(struct srn_peer *p, uint32_t dqpn);

@@ -172,7 +172,8 @@ static int srn_shm_check_rep(const struct srn_ctl_connect_rep *r, ssize_t n,
 
 /* Maps one segment the target sent; f[i] is ours (-1) once mapped. The
  * mapping outlives the descriptor, which is closed at once: a peer costs
- * no fd per segment (nothing maps a peer's segment twice). */
+ * no fd per segment (the target QP's own segment: no other peer maps
+ * it; those peers share are in shm_smap.c). */
 static int srn_shm_map_one(struct srn_seg *seg, int *f, int i,
 			   enum srn_seg_kind kind, size_t size, int prot)
 {
@@ -184,87 +185,6 @@ static int srn_shm_map_one(struct srn_seg *seg, int *f, int i,
 		seg->fd = -1;
 	}
 	return err;
-}
-
-/*
- * A peer context's key table (TPT, 128 MiB of address space) is mapped
- * once per process, however many of our QPs connect to QPs of that
- * context: a mapping and its unmapping (a TLB flush on every CPU running
- * our threads) per connection otherwise. Found by the descriptor
- * util/fdshare.c keeps for that open file; counted by the peers using it.
- */
-struct srn_shm_tpt {
-	int fd; /* from srn_fdshare_get */
-	struct srn_seg seg;
-	unsigned refs;
-	struct srn_shm_tpt *next;
-};
-
-static pthread_mutex_t srn_shm_tpt_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct srn_shm_tpt *srn_shm_tpts;
-
-/* p maps the TPT segment fd (consumed): a mapping here already, or a new
- * one. */
-static int srn_shm_tpt_get(struct srn_peer *p, int fd)
-{
-	struct srn_shm_tpt *t;
-	bool found;
-	int err = 0;
-
-	/* a key of its own per peer pid (kick eventfds use the pid) */
-	fd = srn_fdshare_get(fd, (int32_t)(p->pid ^ 0x5a5a5a5a));
-	pthread_mutex_lock(&srn_shm_tpt_lock);
-	for (t = srn_shm_tpts; t && t->fd != fd; t = t->next)
-		;
-	found = t != NULL;
-	if (!t) {
-		t = calloc(1, sizeof(*t));
-		err = t ? srn_seg_map(&t->seg, fd, SRN_SEG_TPT,
-				      sizeof(struct srn_tpt_shm), PROT_READ) :
-			  -ENOMEM;
-		if (err) {
-			free(t);
-			t = NULL;
-		} else {
-			t->fd = fd;
-			t->seg.fd = -1; /* fdshare's */
-			t->next = srn_shm_tpts;
-			srn_shm_tpts = t;
-		}
-	}
-	if (t) {
-		t->refs++;
-		p->tpt_map = t;
-		p->tpt_seg = t->seg;
-	}
-	pthread_mutex_unlock(&srn_shm_tpt_lock);
-	if (err || found) /* the mapping holds one reference to fd */
-		srn_fdshare_put(fd);
-	return err;
-}
-
-static void srn_shm_tpt_put(struct srn_peer *p)
-{
-	struct srn_shm_tpt *t = p->tpt_map, **pp;
-
-	if (!t)
-		return;
-	p->tpt_map = NULL;
-	p->tpt_seg.addr = NULL;
-	pthread_mutex_lock(&srn_shm_tpt_lock);
-	if (--t->refs == 0) {
-		for (pp = &srn_shm_tpts; *pp != t; pp = &(*pp)->next)
-			;
-		*pp = t->next;
-	} else {
-		t = NULL;
-	}
-	pthread_mutex_unlock(&srn_shm_tpt_lock);
-	if (t) {
-		srn_seg_unmap(&t->seg);
-		srn_fdshare_put(t->fd);
-		free(t);
-	}
 }
 
 /* Every connection to a process brings its kick eventfd, and every one to
@@ -297,17 +217,26 @@ static int srn_shm_map_target(struct srn_peer *p,
 	f[SRN_REPFD_CHANNEL] = f[SRN_REPFD_KICK] = -1; /* the peer's now */
 	err = srn_shm_map_one(&p->qp_seg, f, SRN_REPFD_QP, SRN_SEG_QP,
 			      sizeof(struct srn_qp_shm), rw);
-	if (!err && f[SRN_REPFD_CQ] >= 0)
-		err = srn_shm_map_one(&p->cq_seg, f, SRN_REPFD_CQ, SRN_SEG_CQ,
-				      sizeof(struct srn_cq_shm), rw);
-	if (!err) {
-		err = srn_shm_tpt_get(p, f[SRN_REPFD_TPT]);
-		f[SRN_REPFD_TPT] = -1; /* consumed */
+	/* the segments other connections to that process may use too (its
+	 * context's TPT, the receive CQ, the SRQ) are mapped once here */
+	if (!err && f[SRN_REPFD_CQ] >= 0) {
+		err = srn_shm_smap_get(&p->cq_map, &p->cq_seg, f[SRN_REPFD_CQ],
+				       p->pid, SRN_SEG_CQ,
+				       sizeof(struct srn_cq_shm), rw);
+		f[SRN_REPFD_CQ] = -1; /* consumed */
 	}
-	if (!err && f[SRN_REPFD_SRQ] >= 0)
-		err = srn_shm_map_one(&p->srq_seg, f, SRN_REPFD_SRQ,
-				      SRN_SEG_SRQ, sizeof(struct srn_srq_shm),
-				      rw);
+	if (!err) {
+		err = srn_shm_smap_get(&p->tpt_map, &p->tpt_seg,
+				       f[SRN_REPFD_TPT], p->pid, SRN_SEG_TPT,
+				       sizeof(struct srn_tpt_shm), PROT_READ);
+		f[SRN_REPFD_TPT] = -1;
+	}
+	if (!err && f[SRN_REPFD_SRQ] >= 0) {
+		err = srn_shm_smap_get(&p->srq_map, &p->srq_seg,
+				       f[SRN_REPFD_SRQ], p->pid, SRN_SEG_SRQ,
+				       sizeof(struct srn_srq_shm), rw);
+		f[SRN_REPFD_SRQ] = -1;
+	}
 	for (int i = 0; i < SRN_REPFD_NR; i++)
 		if (f[i] >= 0)
 			close(f[i]);
@@ -542,9 +471,9 @@ static void srn_peer_free(struct srn_peer *p)
 	srn_peer_unmap_all(p);
 	srn_shm_xrc_free(p);
 	srn_seg_unmap(&p->qp_seg);
-	srn_seg_unmap(&p->cq_seg);
-	srn_shm_tpt_put(p);
-	srn_seg_unmap(&p->srq_seg);
+	srn_shm_smap_put(&p->cq_map, &p->cq_seg);
+	srn_shm_smap_put(&p->tpt_map, &p->tpt_seg);
+	srn_shm_smap_put(&p->srq_map, &p->srq_seg);
 	srn_fdshare_put(p->chan_fd);
 	srn_fdshare_put(p->kick_fd);
 	if (p->conn.fd >= 0)

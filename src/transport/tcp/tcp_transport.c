@@ -379,6 +379,7 @@ static bool srn_tcp_rnr_nak(struct srn_tcp_link *l,
 	/* release: pairs with the acquire exchange in srn_req_run, which
 	 * then calls srn_tcp_rewind */
 	atomic_store_explicit(&qp->pending_run, 1, memory_order_release);
+	srn_qp_want_run(qp);
 	srn_progress_request_retry();
 	return true;
 }
