@@ -236,9 +236,13 @@ SRN_EXPORT void rdma_free_devices(struct ibv_context **list)
  * flushes their TLBs (an IPI each; costly under virtualisation), and a
  * connection allocates and frees several objects (events, ids). At most
  * SRN_CM_POOL_MAX blocks of each size (1 to SRN_CM_POOL_SIZES pages).
+ * An empty pool is filled with SRN_CM_POOL_BATCH blocks from one mmap,
+ * populated at once (MAP_POPULATE): a burst of connections (cmtime's
+ * thousand) made one mmap and one page fault per object before.
  */
 #define SRN_CM_POOL_SIZES 4
 #define SRN_CM_POOL_MAX 256
+#define SRN_CM_POOL_BATCH 16
 
 struct srn_cm_pool_blk {
 	size_t len; /* what srn_cm_zalloc stores there anyway */
@@ -249,6 +253,26 @@ static pthread_mutex_t srn_cm_pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct srn_cm_pool_blk *srn_cm_pool[SRN_CM_POOL_SIZES];
 static unsigned srn_cm_pool_n[SRN_CM_POOL_SIZES];
 
+/* Under srn_cm_pool_lock: SRN_CM_POOL_BATCH blocks of len bytes into the
+ * empty pool k; false when there was no memory for them. */
+static bool srn_cm_pool_fill(size_t k, size_t len)
+{
+	char *p = mmap(NULL, len * SRN_CM_POOL_BATCH, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	struct srn_cm_pool_blk *b;
+
+	if (p == MAP_FAILED)
+		return false;
+	for (size_t i = SRN_CM_POOL_BATCH; i-- > 0;) {
+		b = (struct srn_cm_pool_blk *)(p + i * len);
+		b->len = len;
+		b->next = srn_cm_pool[k];
+		srn_cm_pool[k] = b;
+		srn_cm_pool_n[k]++;
+	}
+	return true;
+}
+
 void *srn_cm_zalloc(size_t size)
 {
 	size_t len = SRN_ALIGN_UP(size + SRN_CACHELINE, 4096ul);
@@ -257,7 +281,7 @@ void *srn_cm_zalloc(size_t size)
 
 	if (k < SRN_CM_POOL_SIZES) {
 		pthread_mutex_lock(&srn_cm_pool_lock);
-		if (srn_cm_pool[k]) {
+		if (srn_cm_pool[k] || srn_cm_pool_fill(k, len)) {
 			p = (char *)srn_cm_pool[k];
 			srn_cm_pool[k] = srn_cm_pool[k]->next;
 			srn_cm_pool_n[k]--;
