@@ -425,6 +425,13 @@ void srn_cq_peer_died(struct srn_cq *cq);
 
 /* ---- event.c ---- */
 int srn_channel_signal(int chan_fd);
+/* Work only an application thread may do (a fetch over the control
+ * connection), run by one that waits in ibv_get_cq_event: the engine
+ * registers it (srn_channel_work_set); srn_ctx_channels_poke wakes such a
+ * thread when the progress thread stalled a QP on it. */
+typedef void srn_channel_work_fn(struct srn_context *ctx);
+void srn_channel_work_set(srn_channel_work_fn *fn);
+void srn_ctx_channels_poke(struct srn_context *ctx);
 
 /* ---- queue.c: receive rings in shared memory ---- */
 struct srn_rq_view {

@@ -16,6 +16,47 @@
 
 #include "core/core.h"
 
+static srn_channel_work_fn *srn_channel_work;
+
+void srn_channel_work_set(srn_channel_work_fn *fn)
+{
+	/* release: pairs with the acquire in ibv_get_cq_event */
+	__atomic_store_n(&srn_channel_work, fn, __ATOMIC_RELEASE);
+}
+
+/*
+ * A QP of ctx stalled in the progress thread on work only an application
+ * thread may do: a count without an event on every channel of the
+ * context's CQs wakes a thread waiting in ibv_get_cq_event, whichever CQ
+ * it waits for (an XRC INI QP has no receive CQ; xsrq_pingpong waits on
+ * its XRC SRQ's), which does the work and waits again. A thread in
+ * poll(2) on such a fd sees it readable once; its ibv_get_cq_event then
+ * does the work and waits for a real event. Not under any QP's lock.
+ */
+void srn_ctx_channels_poke(struct srn_context *ctx)
+{
+	struct srn_comp_channel *done[8];
+	unsigned n = 0, i;
+	struct srn_list *pos;
+
+	pthread_mutex_lock(&ctx->lock);
+	srn_list_for_each(pos, &ctx->cqs) {
+		struct srn_cq *cq =
+			srn_list_entry(pos, struct srn_cq, ctx_link);
+
+		if (!cq->chan)
+			continue;
+		for (i = 0; i < n && done[i] != cq->chan; i++)
+			;
+		if (i < n)
+			continue; /* this channel had its count */
+		if (n < SRN_ARRAY_SIZE(done))
+			done[n++] = cq->chan;
+		srn_channel_signal(cq->chan->ibch.fd);
+	}
+	pthread_mutex_unlock(&ctx->lock);
+}
+
 int srn_channel_signal(int chan_fd)
 {
 	uint64_t one = 1;
@@ -87,10 +128,16 @@ SRN_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *channel,
 {
 	struct srn_comp_channel *ch =
 		container_of(channel, struct srn_comp_channel, ibch);
+	struct srn_context *ctx = to_sctx(channel->context);
+	srn_channel_work_fn *work;
 	struct srn_cq *cq;
 	uint64_t v;
 
 	for (;;) {
+		/* acquire: pairs with the release in srn_channel_work_set */
+		work = __atomic_load_n(&srn_channel_work, __ATOMIC_ACQUIRE);
+		if (work && ctx)
+			work(ctx); /* before sleeping: see srn_qp_channels_poke */
 		if (read(channel->fd, &v, sizeof(v)) != sizeof(v))
 			return -1; /* EAGAIN on a non-blocking channel */
 		pthread_mutex_lock(&ch->lock);
@@ -98,7 +145,8 @@ SRN_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *channel,
 		pthread_mutex_unlock(&ch->lock);
 		if (cq)
 			break;
-		/* the event belonged to a CQ destroyed since: wait again */
+		/* the event belonged to a CQ destroyed since, or a poke
+		 * (srn_qp_channels_poke): wait again */
 	}
 	*cq_p = (struct ibv_cq *)&cq->ibcq;
 	*cq_context_p = cq->ibcq.cq_context;

@@ -392,15 +392,21 @@ unsigned srn_req_retry_stalled(struct srn_context *ctx)
 {
 	struct srn_qp *batch[16];
 	unsigned n, busy = 0;
+	bool fetch = false;
 
 	srn_lock(&ctx->retry_lock);
 	n = srn_req_retry_take(ctx, batch, SRN_ARRAY_SIZE(batch), &busy);
 	srn_unlock(&ctx->retry_lock);
 	for (unsigned i = 0; i < n; i++) {
 		srn_req_run(batch[i]);
+		fetch |= batch[i]->stall == SRN_STALL_FETCH;
 		srn_req_retry_drop(batch[i]);
 		srn_unlock(&batch[i]->sq_lock);
 	}
+	/* a fetch only an application thread may make: wake one that waits
+	 * for a completion event to make it (srn_req_channel_work) */
+	if (fetch && srn_in_progress_thread)
+		srn_ctx_channels_poke(ctx);
 	return busy;
 }
 
@@ -434,7 +440,17 @@ static struct srn_progress_hooks srn_req_hooks = {
 	.sweep = srn_req_retry_stalled,
 };
 
+/* An application thread about to wait in ibv_get_cq_event runs the stalled
+ * QPs, as its polling would: a fetch the progress thread could not make
+ * (SRN_STALL_FETCH) is made here. */
+static void srn_req_channel_work(struct srn_context *ctx)
+{
+	if (srn_req_retry_wanted(ctx))
+		srn_req_retry_stalled(ctx);
+}
+
 __attribute__((constructor)) static void srn_req_init(void)
 {
 	srn_progress_hooks_add(&srn_req_hooks);
+	srn_channel_work_set(srn_req_channel_work);
 }

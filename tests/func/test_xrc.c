@@ -551,6 +551,103 @@ static int xrc_ini_dies(struct chan *c, void *arg)
 	_exit(t_failures ? 1 : 0);
 }
 
+/*
+ * The first SEND to an XRC SRQ makes the initiator fetch it from the
+ * TGT's process, which only an application thread may do (a round trip
+ * on the control connection). Here that falls to the progress thread
+ * while the application waits in ibv_get_cq_event (ibv_xsrq_pingpong -e
+ * does): a SEND into SRQ 0 stalls on RNR (no receive yet), a signaled
+ * SEND into SRQ 1, never fetched, waits behind it; the receives come once
+ * the initiator sleeps. The progress thread must wake the waiting thread
+ * to fetch (srn_ctx_channels_poke); else the retries run out and the
+ * second SEND ends RETRY_EXC_ERR.
+ */
+static int xrc_fetch_tgt(struct chan *c, void *arg)
+{
+	struct xrc_tgt t;
+	struct xrc_info me;
+	uint32_t ini;
+
+	(void)arg;
+	REQUIRE(!tgt_open(&t), "setup");
+	memset(&me, 0, sizeof(me));
+	me.tgt_qpn = t.qp->qp_num;
+	for (int i = 0; i < 2; i++)
+		ibv_get_srq_num(t.srq[i], &me.srqn[i]);
+	ibv_query_gid(t.ctx, 1, 0, &me.gid);
+	REQUIRE(!chan_send(c, &me, sizeof(me)) &&
+			!chan_recv(c, &ini, sizeof(ini)),
+		"exchange");
+	REQUIRE(!xrc_connect(t.qp, ini, &me.gid, true), "TGT to RTS");
+	chan_barrier(c); /* 1: connected, no receive posted */
+	chan_barrier(c); /* 2: posted; the initiator goes to sleep */
+	usleep(200000);
+	tgt_post_recvs(&t);
+	check_recv(t.cq[1], &me, ini, 11, 7, true);
+	chan_barrier(c); /* 3 */
+	tgt_close(&t);
+	return t_failures;
+}
+
+static int xrc_fetch_ini(struct chan *c, void *arg)
+{
+	struct ibv_qp_init_attr_ex qa = { .qp_type = IBV_QPT_XRC_SEND,
+					  .comp_mask = IBV_QP_INIT_ATTR_PD,
+					  .cap = { .max_send_wr = 16,
+						   .max_send_sge = 1 } };
+	struct side_opts o;
+	struct side s;
+	struct xrc_info p;
+	struct ibv_cq *cq;
+	struct ibv_wc wc;
+	void *cctx;
+	uint32_t me;
+
+	(void)arg;
+	side_opts_default(&o);
+	o.use_channel = true;
+	REQUIRE(!side_open(&s, &o), "setup");
+	qa.pd = s.pd;
+	qa.send_cq = s.cq;
+	qa.recv_cq = s.cq;
+	ibv_destroy_qp(s.qp);
+	s.qp = ibv_create_qp_ex(s.ctx, &qa);
+	REQUIRE(s.qp, "INI QP");
+	me = s.qp->qp_num;
+	REQUIRE(!chan_recv(c, &p, sizeof(p)) && !chan_send(c, &me, sizeof(me)),
+		"exchange");
+	REQUIRE(!xrc_connect(s.qp, p.tgt_qpn, &p.gid, false), "INI to RTS");
+	chan_barrier(c); /* 1 */
+	memcpy(s.buf, "to-srq0", 7);
+	memcpy(s.buf + 64, "to-srq1", 7);
+	REQUIRE(!ibv_req_notify_cq(s.cq, 0), "arm");
+	for (int i = 0; i < 2; i++) { /* only the second is signaled */
+		struct ibv_sge sge = { (uintptr_t)s.buf + 64 * i, 7,
+				       s.mr->lkey };
+		struct ibv_send_wr wr = { .wr_id = 1 + i,
+					  .sg_list = &sge,
+					  .num_sge = 1,
+					  .opcode = i ? IBV_WR_SEND_WITH_IMM :
+							IBV_WR_SEND,
+					  .send_flags = i ? IBV_SEND_SIGNALED :
+							    0,
+					  .imm_data = htobe32(0x1234) },
+				   *bad;
+
+		wr.qp_type.xrc.remote_srqn = p.srqn[i];
+		REQUIRE(!ibv_post_send(s.qp, &wr, &bad), "post into SRQ %d", i);
+	}
+	chan_barrier(c); /* 2 */
+	REQUIRE(!ibv_get_cq_event(s.ch, &cq, &cctx), "get event");
+	ibv_ack_cq_events(cq, 1);
+	REQUIRE(!poll_one(s.cq, &wc, T), "the second SEND's completion");
+	CHECK(wc.wr_id == 2 && wc.status == IBV_WC_SUCCESS, "wr %lu: %s",
+	      (unsigned long)wc.wr_id, ibv_wc_status_str(wc.status));
+	chan_barrier(c); /* 3 */
+	side_close(&s);
+	return t_failures;
+}
+
 int main(int argc, char **argv)
 {
 	enum run_mode m = test_mode(argc, argv);
@@ -559,6 +656,8 @@ int main(int argc, char **argv)
 	RUN("xrc_other_domain", xrc_init, xrc_target,
 	    (void *)(uintptr_t)XC_OTHER_DOMAIN, m, pass, fail);
 	RUN("xrc_no_srq", xrc_init, xrc_target, (void *)(uintptr_t)XC_NO_SRQ, m,
+	    pass, fail);
+	RUN("xrc_fetch_while_blocked", xrc_fetch_ini, xrc_fetch_tgt, NULL, m,
 	    pass, fail);
 	if (m == MODE_PROCESS) /* a role exits: needs its own process */
 		RUN("xrc_ini_dies", xrc_tgt_survives, xrc_ini_dies, NULL, m,
