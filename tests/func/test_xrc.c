@@ -339,6 +339,46 @@ static void tgt_post_recvs(struct xrc_tgt *tp)
 	}
 }
 
+/* What the INI needs of the target: QPN, SRQ numbers, MR, GID. */
+static void tgt_info(const struct xrc_tgt *t, struct xrc_info *me)
+{
+	memset(me, 0, sizeof(*me));
+	me->tgt_qpn = t->qp->qp_num;
+	for (int i = 0; i < 3; i++)
+		ibv_get_srq_num(t->srq[i], &me->srqn[i]);
+	me->rkey = t->mr->rkey;
+	me->addr = (uintptr_t)t->buf;
+	ibv_query_gid(t->ctx, 1, 0, &me->gid);
+}
+
+/*
+ * The initiator: the harness's side with an INI QP in place of its RC QP,
+ * the target's xrc_info received, our QPN sent, the INI QP in RTS.
+ * 0, or the failures so far (a REQUIRE failed).
+ */
+static int ini_open(struct side *s, const struct side_opts *o, struct chan *c,
+		    struct xrc_info *p)
+{
+	struct ibv_qp_init_attr_ex qa = { .qp_type = IBV_QPT_XRC_SEND,
+					  .comp_mask = IBV_QP_INIT_ATTR_PD,
+					  .cap = { .max_send_wr = 16,
+						   .max_send_sge = 1 } };
+	uint32_t me;
+
+	REQUIRE(!side_open(s, o), "setup");
+	qa.pd = s->pd;
+	qa.send_cq = s->cq;
+	qa.recv_cq = s->cq;
+	ibv_destroy_qp(s->qp); /* the harness's RC QP: an INI QP instead */
+	s->qp = ibv_create_qp_ex(s->ctx, &qa);
+	REQUIRE(s->qp && s->qp->qp_type == IBV_QPT_XRC_SEND, "INI QP");
+	me = s->qp->qp_num;
+	REQUIRE(!chan_recv(c, p, sizeof(*p)) && !chan_send(c, &me, sizeof(me)),
+		"exchange");
+	REQUIRE(!xrc_connect(s->qp, p->tgt_qpn, &p->gid, false), "INI to RTS");
+	return 0;
+}
+
 static int xrc_target(struct chan *c, void *arg)
 {
 	enum xrc_case xc = (enum xrc_case)(uintptr_t)arg;
@@ -351,13 +391,7 @@ static int xrc_target(struct chan *c, void *arg)
 	b = t.buf;
 	create_rules(&t);
 	xrcd_rules(&t);
-	memset(&me, 0, sizeof(me));
-	me.tgt_qpn = t.qp->qp_num;
-	for (int i = 0; i < 3; i++)
-		ibv_get_srq_num(t.srq[i], &me.srqn[i]);
-	me.rkey = t.mr->rkey;
-	me.addr = (uintptr_t)b;
-	ibv_query_gid(t.ctx, 1, 0, &me.gid);
+	tgt_info(&t, &me);
 	CHECK(post_recv1(t.qp, b, 64, t.mr->lkey, 9) == EINVAL,
 	      "post_recv on a TGT QP: EINVAL");
 	CHECK(post_send1(t.qp, IBV_WR_SEND, b, 8, t.mr->lkey, 0, 0,
@@ -428,33 +462,18 @@ static void ini_traffic(struct side *s, const struct xrc_info *pp)
 static int xrc_init(struct chan *c, void *arg)
 {
 	enum xrc_case xc = (enum xrc_case)(uintptr_t)arg;
-	struct ibv_qp_init_attr_ex qa = { .qp_type = IBV_QPT_XRC_SEND,
-					  .comp_mask = IBV_QP_INIT_ATTR_PD,
-					  .cap = { .max_send_wr = 16,
-						   .max_send_sge = 1 } };
 	struct side_opts o;
 	struct side s;
 	struct xrc_info p;
 	struct ibv_wc wc;
-	uint32_t me;
 	uint8_t *b;
 
 	side_opts_default(&o);
 	o.qp_access = IBV_ACCESS_REMOTE_WRITE;
-	REQUIRE(!side_open(&s, &o), "setup");
+	REQUIRE(!ini_open(&s, &o, c, &p), "INI side");
 	b = s.buf;
-	qa.pd = s.pd;
-	qa.send_cq = s.cq;
-	qa.recv_cq = s.cq;
-	ibv_destroy_qp(s.qp); /* the harness's RC QP: an INI QP instead */
-	s.qp = ibv_create_qp_ex(s.ctx, &qa);
-	REQUIRE(s.qp && s.qp->qp_type == IBV_QPT_XRC_SEND, "INI QP");
 	CHECK(post_recv1(s.qp, b, 64, s.mr->lkey, 9) == EINVAL,
 	      "post_recv on an INI QP: EINVAL");
-	me = s.qp->qp_num;
-	REQUIRE(!chan_recv(c, &p, sizeof(p)) && !chan_send(c, &me, sizeof(me)),
-		"exchange");
-	REQUIRE(!xrc_connect(s.qp, p.tgt_qpn, &p.gid, false), "INI to RTS");
 	chan_barrier(c); /* 1 */
 	ini_traffic(&s, &p);
 	chan_barrier(c); /* 2 */
@@ -486,12 +505,7 @@ static int xrc_tgt_survives(struct chan *c, void *arg)
 
 	(void)arg;
 	REQUIRE(!tgt_open(&t), "setup");
-	memset(&me, 0, sizeof(me));
-	me.tgt_qpn = t.qp->qp_num;
-	ibv_get_srq_num(t.srq[0], &me.srqn[0]);
-	me.rkey = t.mr->rkey;
-	me.addr = (uintptr_t)t.buf;
-	ibv_query_gid(t.ctx, 1, 0, &me.gid);
+	tgt_info(&t, &me);
 	REQUIRE(!chan_send(c, &me, sizeof(me)) &&
 			!chan_recv(c, &ini, sizeof(ini)),
 		"exchange");
@@ -518,29 +532,14 @@ static int xrc_tgt_survives(struct chan *c, void *arg)
  * anything. Runs in the child process. */
 static int xrc_ini_dies(struct chan *c, void *arg)
 {
-	struct ibv_qp_init_attr_ex qa = { .qp_type = IBV_QPT_XRC_SEND,
-					  .comp_mask = IBV_QP_INIT_ATTR_PD,
-					  .cap = { .max_send_wr = 16,
-						   .max_send_sge = 1 } };
 	struct side_opts o;
 	struct side s;
 	struct xrc_info p;
 	struct ibv_wc wc;
-	uint32_t me;
 
 	(void)arg;
 	side_opts_default(&o);
-	REQUIRE(!side_open(&s, &o), "setup");
-	qa.pd = s.pd;
-	qa.send_cq = s.cq;
-	qa.recv_cq = s.cq;
-	ibv_destroy_qp(s.qp);
-	s.qp = ibv_create_qp_ex(s.ctx, &qa);
-	REQUIRE(s.qp, "INI QP");
-	me = s.qp->qp_num;
-	REQUIRE(!chan_recv(c, &p, sizeof(p)) && !chan_send(c, &me, sizeof(me)),
-		"exchange");
-	REQUIRE(!xrc_connect(s.qp, p.tgt_qpn, &p.gid, false), "INI to RTS");
+	REQUIRE(!ini_open(&s, &o, c, &p), "INI side");
 	chan_barrier(c); /* 1 */
 	memcpy(s.buf, "written", 7);
 	CHECK(!post_xrc(s.qp, IBV_WR_RDMA_WRITE, s.buf, 7, s.mr->lkey,
@@ -570,11 +569,7 @@ static int xrc_fetch_tgt(struct chan *c, void *arg)
 
 	(void)arg;
 	REQUIRE(!tgt_open(&t), "setup");
-	memset(&me, 0, sizeof(me));
-	me.tgt_qpn = t.qp->qp_num;
-	for (int i = 0; i < 2; i++)
-		ibv_get_srq_num(t.srq[i], &me.srqn[i]);
-	ibv_query_gid(t.ctx, 1, 0, &me.gid);
+	tgt_info(&t, &me);
 	REQUIRE(!chan_send(c, &me, sizeof(me)) &&
 			!chan_recv(c, &ini, sizeof(ini)),
 		"exchange");
@@ -591,32 +586,17 @@ static int xrc_fetch_tgt(struct chan *c, void *arg)
 
 static int xrc_fetch_ini(struct chan *c, void *arg)
 {
-	struct ibv_qp_init_attr_ex qa = { .qp_type = IBV_QPT_XRC_SEND,
-					  .comp_mask = IBV_QP_INIT_ATTR_PD,
-					  .cap = { .max_send_wr = 16,
-						   .max_send_sge = 1 } };
 	struct side_opts o;
 	struct side s;
 	struct xrc_info p;
 	struct ibv_cq *cq;
 	struct ibv_wc wc;
 	void *cctx;
-	uint32_t me;
 
 	(void)arg;
 	side_opts_default(&o);
 	o.use_channel = true;
-	REQUIRE(!side_open(&s, &o), "setup");
-	qa.pd = s.pd;
-	qa.send_cq = s.cq;
-	qa.recv_cq = s.cq;
-	ibv_destroy_qp(s.qp);
-	s.qp = ibv_create_qp_ex(s.ctx, &qa);
-	REQUIRE(s.qp, "INI QP");
-	me = s.qp->qp_num;
-	REQUIRE(!chan_recv(c, &p, sizeof(p)) && !chan_send(c, &me, sizeof(me)),
-		"exchange");
-	REQUIRE(!xrc_connect(s.qp, p.tgt_qpn, &p.gid, false), "INI to RTS");
+	REQUIRE(!ini_open(&s, &o, c, &p), "INI side");
 	chan_barrier(c); /* 1 */
 	memcpy(s.buf, "to-srq0", 7);
 	memcpy(s.buf + 64, "to-srq1", 7);
