@@ -8,8 +8,10 @@
  * one INI QP sends into two XRC SRQs of the target (each receive CQE in
  * that SRQ's CQ, qp_num the TGT QP, src_qp the INI QP), WRITE and READ
  * checked against the named SRQ's PD; a SEND naming an SRQ of another
- * XRC domain, or no SRQ at all, completes with REM_INV_REQ_ERR. In
- * processes: the INI QP's process dies and the TGT's lives on.
+ * XRC domain, or no SRQ at all, completes with REM_INV_REQ_ERR. Two INI
+ * QPs of a process sending into one XRC SRQ: on one host its ring and its
+ * CQ are mapped once (transport/shm/shm_smap.c). In processes: the INI QP's process dies and
+ * the TGT's lives on.
  */
 #define _GNU_SOURCE
 #include "harness.h"
@@ -628,6 +630,126 @@ static int xrc_fetch_ini(struct chan *c, void *arg)
 	return t_failures;
 }
 
+static bool over_network(void)
+{
+	const char *t = getenv("SOFTRNIC_TRANSPORT");
+
+	return t && strcmp(t, "shm") != 0;
+}
+
+/* Mappings here of segments of this kind (memfd name srn-cq, srn-srq). */
+static int seg_maps(const char *name)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512], want[32];
+	int n = 0;
+
+	if (!f)
+		return -1;
+	snprintf(want, sizeof(want), "memfd:%s ", name);
+	while (fgets(line, sizeof(line), f))
+		n += strstr(line, want) != NULL;
+	fclose(f);
+	return n;
+}
+
+/*
+ * Two TGT QPs of one domain, each connected to an INI QP of one process;
+ * both INI QPs send into SRQ 0. On the shared-memory path the initiator's
+ * process maps that SRQ and its CQ once, not once per connection.
+ */
+static int xrc_maps_tgt(struct chan *c, void *arg)
+{
+	struct xrc_tgt t;
+	struct xrc_info me;
+	struct ibv_qp *qp2;
+	uint32_t ini[2], q2;
+	struct ibv_wc wc;
+
+	(void)arg;
+	REQUIRE(!tgt_open(&t), "setup");
+	qp2 = tgt_qp_create(t.ctx, t.xrcd);
+	REQUIRE(qp2, "second TGT QP");
+	tgt_info(&t, &me);
+	tgt_post_recvs(&t); /* two on SRQ 0 */
+	q2 = qp2->qp_num;
+	REQUIRE(!chan_send(c, &me, sizeof(me)) &&
+			!chan_recv(c, &ini[0], sizeof(ini[0])) &&
+			!chan_send(c, &q2, sizeof(q2)) &&
+			!chan_recv(c, &ini[1], sizeof(ini[1])),
+		"exchange");
+	REQUIRE(!xrc_connect(t.qp, ini[0], &me.gid, true) &&
+			!xrc_connect(qp2, ini[1], &me.gid, true),
+		"TGTs to RTS");
+	chan_barrier(c); /* 1: connected */
+	chan_barrier(c); /* 2: both SENDs done */
+	for (int i = 0; i < 2; i++)
+		CHECK(!poll_one(t.cq[0], &wc, T) &&
+			      wc.status == IBV_WC_SUCCESS &&
+			      wc.src_qp == ini[i],
+		      "SRQ 0's receive %d", i);
+	ibv_destroy_qp(qp2);
+	tgt_close(&t);
+	return t_failures;
+}
+
+/* A SEND of INI QP qp into SRQ srqn, completed. */
+static void send_to_srq(struct side *s, struct ibv_qp *qp, uint32_t srqn,
+			uint64_t wr_id)
+{
+	struct ibv_wc wc;
+
+	CHECK(!post_xrc(qp, IBV_WR_SEND, s->buf, 7, s->mr->lkey, srqn, 0, 0,
+			wr_id) &&
+		      !poll_one(s->cq, &wc, T) && wc.wr_id == wr_id &&
+		      wc.status == IBV_WC_SUCCESS,
+	      "SEND %lu into SRQ 0", (unsigned long)wr_id);
+}
+
+static int xrc_maps_ini(struct chan *c, void *arg)
+{
+	struct ibv_qp_init_attr_ex qa = { .qp_type = IBV_QPT_XRC_SEND,
+					  .comp_mask = IBV_QP_INIT_ATTR_PD,
+					  .cap = { .max_send_wr = 16,
+						   .max_send_sge = 1 } };
+	struct side_opts o;
+	struct side s;
+	struct xrc_info p;
+	struct ibv_qp *qp2;
+	uint32_t q2, me2;
+	int srq1, cq1;
+
+	(void)arg;
+	side_opts_default(&o);
+	REQUIRE(!ini_open(&s, &o, c, &p), "INI side");
+	qa.pd = s.pd;
+	qa.send_cq = qa.recv_cq = s.cq;
+	qp2 = ibv_create_qp_ex(s.ctx, &qa);
+	REQUIRE(qp2, "second INI QP");
+	me2 = qp2->qp_num;
+	REQUIRE(!chan_recv(c, &q2, sizeof(q2)) &&
+			!chan_send(c, &me2, sizeof(me2)),
+		"exchange");
+	REQUIRE(!xrc_connect(qp2, q2, &p.gid, false), "second INI to RTS");
+	chan_barrier(c); /* 1 */
+	memcpy(s.buf, "to-srq0", 7);
+	send_to_srq(&s, s.qp, p.srqn[0], 1);
+	srq1 = seg_maps("srn-srq");
+	cq1 = seg_maps("srn-cq");
+	send_to_srq(&s, qp2, p.srqn[0], 2);
+	if (!over_network()) /* the network path maps nothing */
+		CHECK(srq1 > 0 && seg_maps("srn-srq") == srq1 &&
+			      seg_maps("srn-cq") == cq1,
+		      "SRQ and CQ segments mapped %d, %d after one "
+		      "connection's SEND; %d, %d after the second's (the "
+		      "same expected)",
+		      srq1, cq1, seg_maps("srn-srq"), seg_maps("srn-cq"));
+	chan_barrier(c); /* 2 */
+	ibv_destroy_qp(qp2);
+	side_close(&s);
+	return t_failures;
+}
+
 int main(int argc, char **argv)
 {
 	enum run_mode m = test_mode(argc, argv);
@@ -639,6 +761,8 @@ int main(int argc, char **argv)
 	    pass, fail);
 	RUN("xrc_fetch_while_blocked", xrc_fetch_ini, xrc_fetch_tgt, NULL, m,
 	    pass, fail);
+	RUN("xrc_two_ini_one_srq", xrc_maps_ini, xrc_maps_tgt, NULL, m, pass,
+	    fail);
 	if (m == MODE_PROCESS) /* a role exits: needs its own process */
 		RUN("xrc_ini_dies", xrc_tgt_survives, xrc_ini_dies, NULL, m,
 		    pass, fail);

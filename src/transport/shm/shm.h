@@ -39,6 +39,8 @@ struct srn_xsrq {
 	uint32_t srqn; /* 0: free slot */
 	uint32_t pd_handle;
 	struct srn_seg srq_seg, cq_seg;
+	/* srq_seg's, cq_seg's: shared (shm_smap.c); NULL: not mapped */
+	struct srn_shm_smap *srq_map, *cq_map;
 	int chan_fd;
 	struct srn_rq_view rqv;
 	struct srn_cq_view cqv;

@@ -7,7 +7,8 @@
  * process (w->xrc_srqn). The first time it meets a number the initiator
  * asks the TGT's process for it (XSRQ_REQ on the attached connection,
  * answered here on the target side after checking the SRQ is in the TGT
- * QP's XRC domain) and maps the SRQ's ring and its CQ. Before each
+ * QP's XRC domain) and maps the SRQ's ring and its CQ, once per process
+ * however many connections use them (shm_smap.c, as RC's). Before each
  * request the peer's receive views and PD (p->rqv, p->cqv, p->pd_handle)
  * are pointed at that SRQ's, so the rest of the transport places SENDs
  * and checks keys as for an RC QP with an SRQ.
@@ -79,8 +80,8 @@ void srn_shm_xrc_free(struct srn_peer *p)
 	for (unsigned i = 0; i < SRN_XSRQ_CACHE; i++) {
 		struct srn_xsrq *x = &p->xsrq[i];
 
-		srn_seg_unmap(&x->srq_seg);
-		srn_seg_unmap(&x->cq_seg);
+		srn_shm_smap_put(&x->srq_map, &x->srq_seg);
+		srn_shm_smap_put(&x->cq_map, &x->cq_seg);
 		if (x->chan_fd >= 0)
 			close(x->chan_fd);
 	}
@@ -117,17 +118,16 @@ static int srn_xsrq_map(struct srn_peer *p, struct srn_xsrq *x,
 	int err;
 
 	x->chan_fd = (r->fd_mask & (1u << SRN_XSRQFD_CHANNEL)) ? fds[2] : -1;
-	err = srn_seg_map(&x->srq_seg, fds[0], SRN_SEG_SRQ,
-			  sizeof(struct srn_srq_shm), rw);
-	if (err)
-		close(fds[0]);
-	else
-		fds[0] = -1;
-	if (!err)
-		err = srn_seg_map(&x->cq_seg, fds[1], SRN_SEG_CQ,
-				  sizeof(struct srn_cq_shm), rw);
-	if (err)
+	/* the SRQ and its CQ: this process's mapping of them if another
+	 * connection has one (smap_get consumes the descriptor) */
+	err = srn_shm_smap_get(&x->srq_map, &x->srq_seg, fds[0], p->pid,
+			       SRN_SEG_SRQ, sizeof(struct srn_srq_shm), rw);
+	if (err) {
 		close(fds[1]);
+		return err;
+	}
+	err = srn_shm_smap_get(&x->cq_map, &x->cq_seg, fds[1], p->pid,
+			       SRN_SEG_CQ, sizeof(struct srn_cq_shm), rw);
 	if (err)
 		return err;
 	s = x->srq_seg.addr;
@@ -168,8 +168,8 @@ static int srn_xsrq_fetch(struct srn_peer *p, uint32_t srqn,
 		return (int)n;
 	err = srn_xsrq_check(&rep, n, srqn, nfds);
 	x = &p->xsrq[p->xsrq_next++ % SRN_XSRQ_CACHE];
-	srn_seg_unmap(&x->srq_seg);
-	srn_seg_unmap(&x->cq_seg);
+	srn_shm_smap_put(&x->srq_map, &x->srq_seg);
+	srn_shm_smap_put(&x->cq_map, &x->cq_seg);
 	if (x->chan_fd >= 0)
 		close(x->chan_fd);
 	memset(x, 0, sizeof(*x));
