@@ -173,6 +173,7 @@ static void srn_rpc_conn_add(struct srn_rpc_server *srv, int fd, bool unix_p)
 	c->unix_peer = unix_p;
 	c->refs = 1;
 	pthread_mutex_init(&c->wlock, NULL);
+	pthread_mutex_init(&c->rdlock, NULL);
 	srv->conns[srv->nconns++] = c;
 }
 
@@ -263,14 +264,12 @@ static int srn_rpc_unix_input(struct srn_rpc_server *srv,
 }
 
 /* Reads what a TCP connection has; -1: drop the connection. */
-static int srn_rpc_tcp_input(struct srn_rpc_server *srv, struct srn_rpc_conn *c)
+static int srn_rpc_tcp_read(struct srn_rpc_server *srv, struct srn_rpc_conn *c)
 {
 	size_t want = c->len + 65536;
 	ssize_t k;
 	void *nb;
 
-	if (c->unix_peer)
-		return srn_rpc_unix_input(srv, c);
 	if (want > SRN_RPC_NET_MAX + 65536 + 4)
 		return -1;
 	if (want > c->cap) {
@@ -286,6 +285,21 @@ static int srn_rpc_tcp_input(struct srn_rpc_server *srv, struct srn_rpc_conn *c)
 	if (k > 0)
 		c->len += (size_t)k;
 	return srn_rpc_tcp_records(srv, c);
+}
+
+/* A stream a worker reads (rpc_direct.c) is left to it: the receiver
+ * reads one only under its rdlock. */
+static int srn_rpc_tcp_input(struct srn_rpc_server *srv, struct srn_rpc_conn *c)
+{
+	int rc;
+
+	if (c->unix_peer)
+		return srn_rpc_unix_input(srv, c);
+	if (pthread_mutex_trylock(&c->rdlock))
+		return 0;
+	rc = srn_rpc_tcp_read(srv, c);
+	pthread_mutex_unlock(&c->rdlock);
+	return rc;
 }
 
 enum {
@@ -308,7 +322,13 @@ static unsigned srn_rpc_pollset(struct srn_rpc_server *srv, struct pollfd *p)
 		p[n++] = (struct pollfd){ .fd = srv->progs[i].lfd,
 					  .events = POLLIN };
 	for (i = 0; i < srv->nconns; i++)
-		p[n++] = (struct pollfd){ .fd = srv->conns[i]->fd,
+		/* acquire: pairs with the release in srn_rpc_net_conn_own
+		 * and srn_rpc_net_conn_disown (a worker reads the stream) */
+		p[n++] = (struct pollfd){ .fd = __atomic_load_n(
+							&srv->conns[i]->wowned,
+							__ATOMIC_ACQUIRE) ?
+							-1 :
+							srv->conns[i]->fd,
 					  .events = POLLIN };
 	return n;
 }

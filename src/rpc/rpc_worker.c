@@ -174,7 +174,8 @@ static int srn_rpc_worker_spin(struct srn_rpc_wlocal *wl,
 		if (srn_rpc_load_acquire(&s->seq) == wl->n)
 			return 1;
 		__builtin_ia32_pause();
-		if ((++k & 15) == 0 && wl->net_spinning && srn_rpc_net_take(wl))
+		if ((++k & 15) == 0 && (wl->net_spinning || wl->net_conn) &&
+		    srn_rpc_net_take(wl))
 			return 2;
 		if ((k & 63) == 0 && srn_rpc_stopping(wl->srv))
 			return 0;
@@ -187,8 +188,9 @@ static int srn_rpc_worker_spin(struct srn_rpc_wlocal *wl,
  * itself; -EINTR: the server stops; -EAGAIN: its claimer died before
  * publishing it. A free worker does not sleep while the service's queue
  * holds a caller (srn_rpc_worker_free woke one, on its way to claim it):
- * it spins on, 200 us at most. It polls the UDP socket only while it
- * spins: before any wait it gives the socket back to the receiver.
+ * it spins on, 200 us at most. It polls the UDP socket (or the stream of
+ * its last call) only while it spins: before any wait it gives the socket
+ * back to the receiver.
  */
 static int srn_rpc_worker_wait(struct srn_rpc_wlocal *wl)
 {
@@ -348,6 +350,7 @@ static void srn_rpc_worker_serve_msg(struct srn_rpc_wlocal *wl, uint8_t *buf,
 	else
 		srn_rpc_dispatch(wl, &req);
 out:
+	srn_rpc_net_conn_keep(wl);
 	if (wl->conn)
 		srn_rpc_conn_put(wl->conn);
 	wl->conn = NULL;
@@ -364,14 +367,15 @@ static void srn_rpc_worker_serve(struct srn_rpc_wlocal *wl)
 	srn_rpc_worker_serve_msg(wl, buf, len);
 }
 
-/* The datagram the worker read itself (srn_rpc_net_take); it answers on
- * the socket, as for a call the receiver handed it. */
+/* The datagram or record the worker read itself (srn_rpc_net_take); it
+ * answers on the socket, as for a call the receiver handed it. */
 static void srn_rpc_worker_serve_dgram(struct srn_rpc_wlocal *wl)
 {
 	uint32_t len = (uint32_t)wl->pend_len;
 
-	wl->kind = SRN_RPC_FROM_UDP;
-	wl->conn = NULL;
+	wl->kind = wl->pend_kind;
+	wl->conn = wl->pend_conn; /* its reference: put once served */
+	wl->pend_conn = NULL;
 	wl->owner = 0;
 	memcpy(&wl->peer, &wl->pend_peer, wl->pend_peer_len);
 	wl->peer_len = wl->pend_peer_len;
@@ -379,7 +383,7 @@ static void srn_rpc_worker_serve_dgram(struct srn_rpc_wlocal *wl)
 	wl->xprt.xp_addrlen = (int)wl->pend_peer_len;
 	wl->pend_len = 0;
 	wl->w->ctl.stat.direct++;
-	srn_rpc_worker_serve_msg(wl, wl->dgram, len);
+	srn_rpc_worker_serve_msg(wl, wl->dgram + wl->pend_off, len);
 }
 
 /* Serves call wl->n (dgram: the datagram the worker read for it); the
@@ -397,7 +401,7 @@ static void srn_rpc_worker_run_call(struct srn_rpc_wlocal *wl, bool dgram)
 		srn_rpc_worker_serve_dgram(wl);
 	else
 		srn_rpc_worker_serve(wl);
-	wl->net_poll = wl->kind == SRN_RPC_FROM_UDP;
+	wl->net_poll = wl->kind; /* SHM (0): no socket to poll */
 	if (wl->pend_len) /* read while a claimer took call n */
 		srn_rpc_worker_serve_dgram(wl);
 	wl->last_call_ns = srn_rpc_now_ns();
@@ -439,6 +443,9 @@ void *srn_rpc_worker_main(void *arg)
 		wl->n++;
 	}
 	srn_rpc_net_spin_leave(wl);
+	if (wl->pend_conn) /* read, never served: the server stops */
+		srn_rpc_conn_put(wl->pend_conn);
+	wl->pend_conn = NULL;
 	/* relaxed: the thread ends; callers find the server gone by its
 	 * socket, not by this state */
 	__atomic_store_n(&wl->w->ctl.sched, SRN_RPC_SCHED(SRN_RPC_OFF, wl->n),

@@ -27,6 +27,7 @@ void srn_rpc_conn_put(struct srn_rpc_conn *c)
 		return;
 	close(c->fd);
 	pthread_mutex_destroy(&c->wlock);
+	pthread_mutex_destroy(&c->rdlock);
 	free(c->buf);
 	free(c);
 }

@@ -74,7 +74,11 @@ struct srn_rpc_conn {
 	int fd;
 	bool unix_peer; /* a same-host client's discovery socket */
 	pthread_mutex_t wlock; /* workers' replies on a TCP stream */
-	uint32_t refs; /* the receiver's, plus one per call in flight */
+	/* who reads the stream: the receiver, or one spinning worker that
+	 * holds it (rpc_direct.c); wowned says so to the receiver's poll */
+	pthread_mutex_t rdlock;
+	uint32_t wowned;
+	uint32_t refs; /* the receiver's, a worker's, one per call in flight */
 	uint8_t *buf; /* bytes read, the record being assembled first */
 	size_t len, cap;
 	size_t msg; /* bytes of the record, fragment headers removed */
@@ -115,11 +119,16 @@ struct srn_rpc_wlocal {
 	uint32_t aux_n, aux_pid; /* last same-host reply in the aux area */
 	uint32_t owner; /* the claimer of the call being served */
 	bool claimed; /* call n is already claimed (queued behind) */
-	/* network calls read by the worker itself (rpc_net.c) */
-	bool net_poll; /* its last call came over UDP: poll the socket */
+	/* network calls read by the worker itself (rpc_direct.c) */
+	int net_poll; /* its last call's origin: poll that socket or stream */
 	bool net_spinning; /* counted in srv->net_spinners */
-	uint8_t *dgram; /* a datagram read while spinning */
+	struct srn_rpc_conn *net_conn; /* a TCP stream it may read (a ref) */
+	bool net_owned; /* it holds net_conn's rdlock: it reads the stream */
+	uint8_t *dgram; /* a datagram (or a TCP record) read while spinning */
 	size_t pend_len; /* held while call n (a claimer's) is served */
+	size_t pend_off; /* where the call starts in dgram */
+	int pend_kind; /* enum srn_rpc_origin_kind */
+	struct srn_rpc_conn *pend_conn; /* its stream (a ref), or NULL */
 	struct sockaddr_storage pend_peer;
 	socklen_t pend_peer_len;
 	/* spin budget */
@@ -164,6 +173,8 @@ bool srn_rpc_net_is_call(const uint8_t *msg, size_t len);
 void srn_rpc_net_spin_enter(struct srn_rpc_wlocal *wl);
 void srn_rpc_net_spin_leave(struct srn_rpc_wlocal *wl);
 int srn_rpc_net_take(struct srn_rpc_wlocal *wl);
+void srn_rpc_net_conn_keep(struct srn_rpc_wlocal *wl);
+void srn_rpc_net_conn_drop(struct srn_rpc_wlocal *wl);
 
 /* rpc_net.c: the receiver ("NIC" for network calls) */
 int srn_rpc_net_open(struct srn_rpc_server *srv);

@@ -685,14 +685,10 @@ static void test_stat(const char *tool)
 	stat_park(&c2);
 }
 
-/* One null call over UDP, the reply awaited by polling (as a busy caller
- * does); a lost datagram is sent again after 200 ms. 0 or -1. */
-static int poll_null_call(int fd, const struct sockaddr_in *sin, uint32_t xid)
+/* A null call's message for xid (no record mark); its length. */
+static size_t null_call_msg(char *buf, size_t cap, uint32_t xid)
 {
-	struct rpc_msg m = { 0 }, r = { 0 };
-	char buf[512];
-	double resend = 0, end = now_s() + 10;
-	ssize_t k;
+	struct rpc_msg m = { 0 };
 	XDR x;
 
 	m.rm_xid = xid;
@@ -702,54 +698,173 @@ static int poll_null_call(int fd, const struct sockaddr_in *sin, uint32_t xid)
 	m.rm_call.cb_vers = CALC_VERS;
 	m.rm_call.cb_proc = NULLPROC;
 	m.rm_call.cb_cred = m.rm_call.cb_verf = _null_auth;
-	xdrmem_create(&x, buf, sizeof(buf), XDR_ENCODE);
+	xdrmem_create(&x, buf, (u_int)cap, XDR_ENCODE);
 	xdr_callmsg(&x, &m);
-	k = xdr_getpos(&x);
+	return xdr_getpos(&x);
+}
+
+/* A successful reply to call xid. */
+static bool null_reply_ok(char *in, size_t n, uint32_t xid)
+{
+	struct rpc_msg r = { 0 };
+	XDR x;
+
+	r.acpted_rply.ar_verf = _null_auth;
+	r.acpted_rply.ar_results.where = NULL;
+	r.acpted_rply.ar_results.proc = (xdrproc_t)xdr_void;
+	xdrmem_create(&x, in, (u_int)n, XDR_DECODE);
+	return xdr_replymsg(&x, &r) && r.rm_xid == xid &&
+	       r.rm_reply.rp_stat == MSG_ACCEPTED &&
+	       r.acpted_rply.ar_stat == SUCCESS;
+}
+
+/* One null call over UDP, the reply awaited by polling (as a busy caller
+ * does); a lost datagram is sent again after 200 ms. 0 or -1. */
+static int poll_null_call(int fd, const struct sockaddr_in *sin, uint32_t xid)
+{
+	char buf[512], in[512];
+	double resend = 0, end = now_s() + 10;
+	size_t k = null_call_msg(buf, sizeof(buf), xid);
+	ssize_t n;
+
 	while (now_s() < end) {
 		if (now_s() >= resend) {
-			sendto(fd, buf, (size_t)k, 0,
-			       (const struct sockaddr *)sin, sizeof(*sin));
+			sendto(fd, buf, k, 0, (const struct sockaddr *)sin,
+			       sizeof(*sin));
 			resend = now_s() + 0.2;
 		}
-		char in[512];
-		ssize_t n = recv(fd, in, sizeof(in), MSG_DONTWAIT);
-
-		if (n <= 0)
-			continue;
-		r.acpted_rply.ar_verf = _null_auth;
-		r.acpted_rply.ar_results.where = NULL;
-		r.acpted_rply.ar_results.proc = (xdrproc_t)xdr_void;
-		xdrmem_create(&x, in, (u_int)n, XDR_DECODE);
-		if (xdr_replymsg(&x, &r) && r.rm_xid == xid &&
-		    r.rm_reply.rp_stat == MSG_ACCEPTED &&
-		    r.acpted_rply.ar_stat == SUCCESS)
+		n = recv(fd, in, sizeof(in), MSG_DONTWAIT);
+		if (n > 0 && null_reply_ok(in, (size_t)n, xid))
 			return 0;
 	}
 	return -1;
 }
 
-/* Calls back to back over UDP: once a worker served a network call, it
- * polls the socket while it spins and takes the next call itself (stat
- * "direct"), each answered once, with its xid. Whether a worker is still
- * spinning when the next call comes depends on timing: rounds until it
- * happens (30 s at most). */
-static void test_direct(const char *tool)
+/* The reply record to call xid on a TCP stream, awaited by polling. */
+static int tcp_null_reply(int fd, uint32_t xid)
+{
+	char in[512];
+	size_t have = 0;
+	double end = now_s() + 10;
+	uint32_t mark;
+	ssize_t n;
+
+	while (now_s() < end) {
+		n = recv(fd, in + have, sizeof(in) - have, MSG_DONTWAIT);
+		if (n == 0)
+			return -1;
+		if (n > 0)
+			have += (size_t)n;
+		if (have < 4)
+			continue;
+		memcpy(&mark, in, 4);
+		mark = ntohl(mark) & 0x7fffffffu;
+		if (mark > sizeof(in) - 4)
+			return -1;
+		if (have >= 4 + mark)
+			return have == 4 + mark && null_reply_ok(in + 4, mark,
+								 xid) ?
+				       0 :
+				       -1;
+	}
+	return -1;
+}
+
+enum tcp_call_how {
+	CALL_RECORD, /* one record, one write */
+	CALL_FRAGMENTS, /* two fragments */
+	CALL_SPLIT, /* one record in two writes, 20 ms apart */
+	CALL_AFTER_JUNK, /* behind a record that is not a call */
+};
+
+/* A null call as `how` says on a TCP stream; 0 or -1. */
+static int tcp_null_call(int fd, uint32_t xid, enum tcp_call_how how)
+{
+	char buf[600], junk[28] = { 0 };
+	size_t k = null_call_msg(buf + 8, sizeof(buf) - 8, xid), h = k / 2;
+	uint32_t m1 = htonl(0x80000000u | (uint32_t)k);
+	bool ok = true;
+
+	memcpy(buf + 4, &m1, 4);
+	if (how == CALL_FRAGMENTS) {
+		m1 = htonl((uint32_t)h);
+		memcpy(buf, &m1, 4);
+		memmove(buf + 4, buf + 8, h);
+		m1 = htonl(0x80000000u | (uint32_t)(k - h));
+		memcpy(buf + 4 + h, &m1, 4); /* over bytes already moved */
+		ok = write(fd, buf, k + 8) == (ssize_t)(k + 8);
+	} else if (how == CALL_SPLIT) {
+		ok = write(fd, buf + 4, h + 4) == (ssize_t)(h + 4);
+		usleep(20000);
+		ok = ok && write(fd, buf + 8 + h, k - h) == (ssize_t)(k - h);
+	} else {
+		m1 = htonl(0x80000000u | 24u); /* 6 words, direction REPLY */
+		memcpy(junk, &m1, 4);
+		junk[11] = 1;
+		if (how == CALL_AFTER_JUNK)
+			ok = write(fd, junk, sizeof(junk)) == sizeof(junk);
+		ok = ok && write(fd, buf + 4, k + 4) == (ssize_t)(k + 4);
+	}
+	return ok ? tcp_null_reply(fd, xid) : -1;
+}
+
+/* A TCP stream to the service, or -1. */
+static int tcp_connect(void)
 {
 	struct sockaddr_in sin = { .sin_family = AF_INET };
-	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	sin.sin_port = htons(port);
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd >= 0 && connect(fd, (struct sockaddr *)&sin, sizeof(sin))) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+/* 500 calls over UDP, or over a TCP stream with every 5th call in
+ * fragments, split in time, or behind a record that is not a call (what
+ * a worker that reads the stream gives back to the receiver, or drops).
+ * The calls that got no answer. */
+static unsigned direct_round(int fd, uint32_t *xid_p)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+	unsigned i, bad = 0;
+
+	sin.sin_port = htons(port);
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	for (i = 0; i < 500; i++, (*xid_p)++)
+		if (!strcmp(nettype, "udp"))
+			bad += poll_null_call(fd, &sin, *xid_p) != 0;
+		else
+			bad += tcp_null_call(fd, *xid_p,
+					     i % 5 == 4 ? (i / 5) % 4 :
+							  CALL_RECORD) != 0;
+	return bad;
+}
+
+/* Calls back to back over UDP or one TCP stream: once a worker served a
+ * network call, it polls the socket (the stream) while it spins and takes
+ * the next call itself (stat "direct"), each answered once, with its xid.
+ * Whether a worker is still spinning when the next call comes depends on
+ * timing: rounds until it happened 100 times (30 s at most). */
+static void test_direct(const char *tool)
+{
+	bool udp = !strcmp(nettype, "udp");
+	int fd = udp ? socket(AF_INET, SOCK_DGRAM, 0) : tcp_connect();
 	struct rpc_counts c0, c1;
-	unsigned i, bad = 0, xid = 1;
+	unsigned bad = 0;
+	uint32_t xid = 1;
 	double end = now_s() + 30;
 
 	stat_tool = tool;
-	sin.sin_port = htons(port);
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	CHECK(fd >= 0, "socket: %s", strerror(errno));
 	CHECK(read_stat(&c0), "softrnic stat lists the calc service");
 	do {
-		for (i = 0; i < 500; i++)
-			bad += poll_null_call(fd, &sin, xid++) != 0;
+		bad += direct_round(fd, &xid);
 		CHECK(read_stat(&c1), "softrnic stat after the calls");
-	} while (c1.direct == c0.direct && !bad && now_s() < end);
+	} while (c1.direct - c0.direct < 100 && !bad && now_s() < end);
 	close(fd);
 	CHECK(!bad, "%u of %u calls got no reply", bad, xid - 1);
 	CHECK(c1.direct > c0.direct && c1.calls - c0.calls >= xid - 1,
