@@ -179,7 +179,10 @@ enum srn_cm_ep_kind {
 #define SRN_CM_PARK_POLL_MS 10 /* and looks for it this often */
 #define SRN_CM_TIMER_TICK_MS 250 /* CM timers' granularity */
 #define SRN_CM_PEND_MAX 512 /* accepted connections without a whole REQ */
-#define SRN_CM_MIN_RNR_TIMER 12
+/* RTR's min_rnr_timer: 0 (655.36 ms), what the kernel's IB CM gives RC and
+ * XRC TGT QPs, so that a receiver late by a scheduling delay is retried,
+ * not failed with RNR_RETRY_EXC_ERR after a few ms */
+#define SRN_CM_MIN_RNR_TIMER 0
 #define SRN_CM_DEF_TIMEOUT 14
 
 /* cm_core.c */
