@@ -115,6 +115,16 @@ bool srn_memguard_ready(void)
 					      SRN_MEMGUARD_READY;
 		if (fd >= 0)
 			close(fd);
+		/* which registration path this process takes (the figures
+		 * of docs/BENCHMARKS.md, "Registration", differ 4x) */
+		srn_log(SRN_LOG_INFO,
+			fd >= 0 ? "memory registration: pages converted ahead, "
+				  "their writers held (userfaultfd)" :
+				  "memory registration: each MR's pages "
+				  "converted alone (no userfaultfd that holds "
+				  "kernel-mode writes: needs read-write access "
+				  "to /dev/userfaultfd, CAP_SYS_PTRACE or "
+				  "vm.unprivileged_userfaultfd = 1)");
 	}
 	return srn_memguard_state == SRN_MEMGUARD_READY;
 }
