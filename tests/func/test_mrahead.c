@@ -29,6 +29,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -139,13 +140,20 @@ static bool ma_private(const uint8_t *buf, size_t len)
 }
 
 /* The library converts ahead: it can hold writers during a remap
- * (core/memguard.c: a userfaultfd without UFFD_USER_MODE_ONLY), and
- * SOFTRNIC_MR_AHEAD=0 does not turn it off. */
+ * (core/memguard.c: a userfaultfd without UFFD_USER_MODE_ONLY, from the
+ * system call or else from /dev/userfaultfd, which an ordinary user's
+ * process may be granted), and SOFTRNIC_MR_AHEAD=0 does not turn it off. */
 static bool ma_ahead_on(void)
 {
 	const char *e = getenv("SOFTRNIC_MR_AHEAD");
 	int fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC);
+	int dev;
 
+	if (fd < 0 &&
+	    (dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC)) >= 0) {
+		fd = ioctl(dev, _IO(0xAA, 0x00), O_CLOEXEC); /* ..._IOC_NEW */
+		close(dev);
+	}
 	if (fd < 0)
 		return false;
 	close(fd);
