@@ -5,8 +5,10 @@
  * access, then deregistered; prints the time of each phase, the MRs per
  * second and the open fds before, after registering and after
  * deregistering.
- *   mrbench [N] [access]   (default 100000, LOCAL_WRITE|REMOTE_WRITE|
- *                           REMOTE_READ; access as a number)
+ *   mrbench [N] [access] [touch]   (default 100000, LOCAL_WRITE|
+ *           REMOTE_WRITE|REMOTE_READ; access as a number; touch: the
+ *           buffer is written before, as an application fills its
+ *           buffers, not only populated)
  * Run it as `prlimit --nofile=1024 mrbench` for issue 13's item 7.
  */
 #define _GNU_SOURCE
@@ -90,6 +92,8 @@ int main(int argc, char **argv)
 	mr = calloc((size_t)n, sizeof(*mr));
 	if (buf == MAP_FAILED || !mr)
 		return 1;
+	if (argc > 3 && !strcmp(argv[3], "touch"))
+		memset(buf, 0x5a, (size_t)n * 4096);
 	fd0 = nfds();
 	maps0 = nmaps();
 	c0 = cpu_s();
