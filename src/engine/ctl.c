@@ -10,16 +10,22 @@
  * attached to the QP (srn_ctl_conn_attach) and hangs up without BYE has
  * died: its QP's peer goes to ERR.
  *
- * Who is served (docs/security.md): a connection is accepted only from a
- * process of our user or root (the kernel's SO_PEERCRED, not a message);
- * a peer attaches only if the kernel also vouches that it owns the source
- * QPN it claims, and that QPN is the QP's dest_qp_num; before it has
- * attached a connection may only ask to attach, say BYE, ask for STAT or
- * hand off a connection (srn_ctl_classify). The abstract socket has no
- * file permissions: these checks are all there is.
+ * Who is served (docs/security.md): a process of another user (the
+ * kernel's SO_PEERCRED, not a message; root is not another user here) may
+ * ask for one thing only, a mediated link (MEDIATE, srn_ctl_on_mediate):
+ * a unix stream socket of ours that the network transport serves as it
+ * serves a connection from another host, checking every access; no other
+ * fd ever goes to it (srn_ctl_fds_ok). A process of our user or root is
+ * served the rest: a peer attaches only if the kernel also vouches that
+ * it owns the source QPN it claims, and that QPN is the QP's dest_qp_num;
+ * before it has attached a connection may only ask to attach, say BYE,
+ * ask for STAT, hand off a connection or ask for a mediated link
+ * (srn_ctl_classify). The abstract socket has no file permissions: these
+ * checks are all there is.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +34,7 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -45,6 +52,7 @@ struct srn_ctl_conn {
 	uint32_t src_qpn;
 	pid_t pid; /* the peer process (SO_PEERCRED at accept) */
 	uid_t uid;
+	bool foreign; /* another user's (not root): MEDIATE only */
 	bool connected; /* a peer QP attached (srn_ctl_conn_attach) */
 	bool bye;
 	/* a request the QP could not answer before RTR (srn_ctl_conn_defer),
@@ -120,19 +128,20 @@ static int srn_ctl_peercred(int fd, struct ucred *cr)
 }
 
 /* Same host, same user: a process of our user, or root (who could ptrace
- * us anyway). Another user is refused: no mediated path yet. */
+ * us anyway). Another user gets a mediated link only. */
 static bool srn_ctl_uid_ok(uid_t peer)
 {
 	return peer == geteuid() || peer == 0;
 }
 
 /*
- * The pid of the process that listens on QP qpn's control socket, as the
- * kernel knows it. A non-blocking connect: a listening unix socket takes
- * it into its backlog without its owner's help, so this never waits for
- * another process; a full backlog (-EAGAIN) leaves it unverified for now.
+ * The credentials of the process that listens on QP qpn's control socket,
+ * as the kernel knows them. A non-blocking connect: a listening unix
+ * socket takes it into its backlog without its owner's help, so this
+ * never waits for another process; a full backlog (-EAGAIN) leaves it
+ * unverified for now.
  */
-static int srn_ctl_owner(uint32_t qpn, pid_t *pid)
+static int srn_ctl_owner(uint32_t qpn, struct ucred *cr_p)
 {
 	struct sockaddr_un sa;
 	socklen_t len = srn_ctl_addr(&sa, qpn);
@@ -150,8 +159,55 @@ static int srn_ctl_owner(uint32_t qpn, pid_t *pid)
 		err = srn_ctl_peercred(fd, &cr);
 	close(fd);
 	if (!err)
-		*pid = cr.pid;
+		*cr_p = cr;
 	return err;
+}
+
+/*
+ * Is the QP at (dgid, qpn) one of this host that belongs to another user
+ * (root included: it is another user too)? Then it shares no memory with
+ * ours: srn_transport_connect takes the mediated path. No such QP here:
+ * false (the transport reports it). The backlog of a QP being dialed by
+ * many may be full for a moment: asked again a few times.
+ */
+bool srn_ctl_peer_foreign(const union ibv_gid *dgid, uint32_t qpn)
+{
+	struct ucred cr;
+	int err = -EAGAIN;
+
+	if (!srn_gid_is_local(dgid))
+		return false; /* qpn is another host's */
+	for (int i = 0; i < 50 && err == -EAGAIN; i++) {
+		if (i)
+			usleep(10000);
+		err = srn_ctl_owner(qpn, &cr);
+	}
+	if (!err && cr.uid != geteuid())
+		srn_dbg("QP 0x%06x belongs to pid %d of uid %u", qpn,
+			(int)cr.pid, (unsigned)cr.uid);
+	return !err && cr.uid != geteuid();
+}
+
+/* Does the process at the other end of c own QP src_qpn (the kernel says
+ * so)? 0, -EAGAIN (its backlog is full: not verified now) or -EPERM. */
+static int srn_ctl_conn_owns(struct srn_ctl_conn *c, uint32_t src_qpn)
+{
+	uint32_t qpn = c->qp->ibqpx.qp_base.qp_num;
+	struct ucred cr = { 0 };
+	int err = srn_ctl_owner(src_qpn, &cr);
+
+	if (err == -EAGAIN)
+		return -EAGAIN;
+	if (err)
+		srn_ctl_refused("QP 0x%06x: pid %d claims QP 0x%06x, which "
+				"nobody owns (%s): refused",
+				qpn, (int)c->pid, src_qpn, strerror(-err));
+	else if (cr.pid <= 0 || cr.pid != c->pid)
+		srn_ctl_refused("QP 0x%06x: pid %d (uid %u) claims QP 0x%06x, "
+				"owned by pid %d: refused",
+				qpn, (int)c->pid, (unsigned)c->uid, src_qpn,
+				(int)cr.pid);
+	return err || cr.pid <= 0 || cr.pid != c->pid ? -EPERM : 0;
 }
 
 /*
@@ -164,8 +220,6 @@ static int srn_ctl_conn_verify(struct srn_ctl_conn *c, uint32_t src_qpn)
 {
 	uint32_t qpn = c->qp->ibqpx.qp_base.qp_num, dest;
 	enum ibv_qp_state st = srn_qp_state(c->qp);
-	pid_t owner = 0;
-	int err;
 
 	if (st == IBV_QPS_RESET || st == IBV_QPS_INIT)
 		return -EINPROGRESS; /* no RTR attributes yet */
@@ -179,19 +233,7 @@ static int srn_ctl_conn_verify(struct srn_ctl_conn *c, uint32_t src_qpn)
 				qpn, (int)c->pid, src_qpn, dest);
 		return -EPERM;
 	}
-	err = srn_ctl_owner(src_qpn, &owner);
-	if (err == -EAGAIN)
-		return -EAGAIN; /* its backlog is full: not verified now */
-	if (err)
-		srn_ctl_refused("QP 0x%06x: pid %d claims QP 0x%06x, which "
-				"nobody owns (%s): refused",
-				qpn, (int)c->pid, src_qpn, strerror(-err));
-	else if (owner <= 0 || owner != c->pid)
-		srn_ctl_refused("QP 0x%06x: pid %d (uid %u) claims QP 0x%06x, "
-				"owned by pid %d: refused",
-				qpn, (int)c->pid, (unsigned)c->uid, src_qpn,
-				(int)owner);
-	return err || owner <= 0 || owner != c->pid ? -EPERM : 0;
+	return srn_ctl_conn_owns(c, src_qpn);
 }
 
 /*
@@ -294,6 +336,32 @@ static socklen_t srn_ctl_addr(struct sockaddr_un *sa, uint32_t qpn)
 	return offsetof(struct sockaddr_un, sun_path) + 1 + n;
 }
 
+/*
+ * May fds go to the process at the other end of fd? To a process of our
+ * own user, anything; to another user's (root included), sockets only
+ * (the mediated link's end): never memory (a memfd), an eventfd or a
+ * file, whatever a caller asks (docs/security.md). 0 or -EPERM.
+ */
+static int srn_ctl_fds_ok(int fd, const int *fds, unsigned nfds)
+{
+	struct ucred cr;
+	struct stat st;
+
+	if (srn_ctl_peercred(fd, &cr))
+		return -EPERM; /* nobody we know of: nothing */
+	if (cr.uid == geteuid())
+		return 0;
+	for (unsigned i = 0; i < nfds; i++) {
+		if (fstat(fds[i], &st) || !S_ISSOCK(st.st_mode)) {
+			srn_err("a descriptor that is no socket was to go to "
+				"pid %d of uid %u: not sent (docs/security.md)",
+				(int)cr.pid, (unsigned)cr.uid);
+			return -EPERM;
+		}
+	}
+	return 0;
+}
+
 int srn_ctl_sendmsg(int fd, const void *msg, size_t len, const int *fds,
 		    unsigned nfds)
 {
@@ -304,6 +372,8 @@ int srn_ctl_sendmsg(int fd, const void *msg, size_t len, const int *fds,
 
 	if (nfds > SRN_CTL_MAX_FDS)
 		return -EINVAL;
+	if (nfds && srn_ctl_fds_ok(fd, fds, nfds))
+		return -EPERM;
 	if (nfds) {
 		memset(cbuf, 0, sizeof(cbuf));
 		mh.msg_control = cbuf;
@@ -433,6 +503,52 @@ static void srn_ctl_on_adopt(struct srn_ctl_conn *c,
 		*nfds_p = 0; /* the transport owns the fd now */
 }
 
+/* Sends MEDIATE_REP: status, and the initiator's end fd (status 0). */
+static void srn_ctl_mediate_rep(struct srn_ctl_conn *c, int status, int fd)
+{
+	struct srn_ctl_hdr h = { SRN_CTL_MAGIC, SRN_CTL_VERSION,
+				 SRN_CTL_MEDIATE_REP, status, sizeof(h) };
+
+	if (srn_ctl_sendmsg(c->pl.fd, &h, sizeof(h), &fd, status ? 0 : 1))
+		srn_dbg("QP 0x%06x: MEDIATE_REP to pid %d not sent",
+			c->qp->ibqpx.qp_base.qp_num, (int)c->pid);
+}
+
+/*
+ * A mediated link for QP m->src_qpn, if the process at the other end of c
+ * owns it (the kernel says so): a unix stream socket pair, one end to the
+ * network transport with the hello, as a link whose peer is known by its
+ * credentials (srn_transport_mediate: then the same checks as for any
+ * link: our RTR attributes must name that QP, one link per QP, every
+ * access checked here), the other end to the initiator. Nothing else is
+ * ever served on c (srn_ctl_dispatch closes it).
+ */
+static void srn_ctl_on_mediate(struct srn_ctl_conn *c,
+			       const struct srn_ctl_mediate *m)
+{
+	int sv[2], err = srn_ctl_conn_owns(c, m->src_qpn);
+
+	if (err) {
+		srn_ctl_mediate_rep(c, err, -1);
+		return;
+	}
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0,
+		       sv)) {
+		srn_ctl_mediate_rep(c, -errno, -1);
+		return;
+	}
+	err = srn_transport_mediate(c->qp, sv[0], m->src_qpn, m->hello,
+				    m->hello_len);
+	if (err)
+		close(sv[0]);
+	srn_ctl_mediate_rep(c, err, sv[1]);
+	close(sv[1]);
+	srn_log(SRN_LOG_INFO,
+		"QP 0x%06x: mediated link for QP 0x%06x of pid %d (uid %u): %s",
+		c->qp->ibqpx.qp_base.qp_num, m->src_qpn, (int)c->pid,
+		(unsigned)c->uid, err ? strerror(-err) : "up");
+}
+
 /* The initiator went away: without BYE, it crashed. A conn that never
  * attached (refused, pending, a probe, softrnic stat) touches no QP. */
 static void srn_ctl_on_hangup(struct srn_ctl_conn *c)
@@ -462,6 +578,13 @@ static bool srn_ctl_dispatch(struct srn_ctl_conn *c, const void *buf, size_t n,
 	uint32_t qpn = c->qp->ibqpx.qp_base.qp_num;
 	int t = srn_ctl_classify(buf, n, *nfds_p, qpn, c->connected);
 
+	if (t >= 0 && c->foreign && t != SRN_CTL_MEDIATE) {
+		srn_ctl_refused("QP 0x%06x: pid %d of uid %u, another user, "
+				"may only ask for a mediated link: control "
+				"message type %d refused",
+				qpn, (int)c->pid, (unsigned)c->uid, t);
+		return false;
+	}
 	if (t < 0) {
 		srn_ctl_refused("QP 0x%06x: control message from pid %d "
 				"rejected (%zu bytes, %u fds, type %u): %s",
@@ -469,7 +592,10 @@ static bool srn_ctl_dispatch(struct srn_ctl_conn *c, const void *buf, size_t n,
 				n >= sizeof(*h) ? h->type : 0u, strerror(-t));
 		return c->connected;
 	}
-	if (t == SRN_CTL_ADOPT) {
+	if (t == SRN_CTL_MEDIATE) {
+		srn_ctl_on_mediate(c, buf);
+		return false; /* one request per connection */
+	} else if (t == SRN_CTL_ADOPT) {
 		srn_ctl_on_adopt(c, buf, fds, nfds_p);
 	} else if (t == SRN_CTL_STAT_REQ) {
 		srn_ctl_on_stat(c);
@@ -511,9 +637,9 @@ static void srn_ctl_on_conn(struct srn_pollable *pl, uint32_t events)
 }
 
 /*
- * A new connection to qp's socket: served only if the kernel says its
- * process runs as our user or root; any other is closed at once, before
- * anything is read from it.
+ * A new connection to qp's socket. The kernel says whose process it is:
+ * our user's or root's is served (srn_ctl_classify's rules), another
+ * user's may only ask for a mediated link (srn_ctl_dispatch).
  */
 static void srn_ctl_on_accept(struct srn_pollable *pl, uint32_t events)
 {
@@ -526,14 +652,9 @@ static void srn_ctl_on_accept(struct srn_pollable *pl, uint32_t events)
 	if (fd < 0)
 		return;
 	err = srn_ctl_peercred(fd, &cr);
-	if (err || !srn_ctl_uid_ok(cr.uid)) {
-		srn_ctl_refused("QP 0x%06x: control connection from pid %d uid "
-				"%u refused: %s",
-				qp->ibqpx.qp_base.qp_num,
-				err ? -1 : (int)cr.pid,
-				err ? 0u : (unsigned)cr.uid,
-				err ? strerror(-err) :
-				      "another user (docs/security.md)");
+	if (err) {
+		srn_ctl_refused("QP 0x%06x: control connection refused: %s",
+				qp->ibqpx.qp_base.qp_num, strerror(-err));
 		close(fd);
 		return;
 	}
@@ -545,6 +666,7 @@ static void srn_ctl_on_accept(struct srn_pollable *pl, uint32_t events)
 	c->qp = qp;
 	c->pid = cr.pid;
 	c->uid = cr.uid;
+	c->foreign = !srn_ctl_uid_ok(cr.uid);
 	c->kick_fd = -1;
 	c->def_fd = -1;
 	srn_list_init(&c->ready_link);
@@ -766,16 +888,14 @@ __attribute__((constructor)) static void srn_ctl_init(void)
 	srn_progress_hooks_add(&srn_ctl_hooks);
 }
 
-/* Connects to the control socket of QP qpn on this host; a blocking
- * socket with send and receive timeouts. The fd, or -errno: -EACCES when
- * the QP belongs to a user whose QPs would refuse us (srn_ctl_on_accept). */
-int srn_ctl_dial(uint32_t qpn, int timeout_s)
+/* A blocking connection to QP qpn's control socket, with send and receive
+ * timeouts; *cr_p: the credentials of its owner. The fd, or -errno. */
+static int srn_ctl_connect(uint32_t qpn, int timeout_s, struct ucred *cr_p)
 {
 	struct timeval tv = { timeout_s, 0 };
 	struct sockaddr_un sa;
 	socklen_t len = srn_ctl_addr(&sa, qpn);
 	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	struct ucred cr;
 	int err;
 
 	if (fd < 0)
@@ -784,17 +904,93 @@ int srn_ctl_dial(uint32_t qpn, int timeout_s)
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	err = connect(fd, (struct sockaddr *)&sa, len) ? -errno : 0;
 	if (!err)
-		err = srn_ctl_peercred(fd, &cr);
-	if (!err && cr.uid != geteuid() && geteuid() != 0) {
-		srn_err("QP 0x%06x belongs to pid %d of uid %u: processes of "
-			"different users cannot connect on this host "
-			"(docs/security.md)",
-			qpn, (int)cr.pid, (unsigned)cr.uid);
-		err = -EACCES;
-	}
+		err = srn_ctl_peercred(fd, cr_p);
 	if (err) {
 		close(fd);
 		return err;
+	}
+	return fd;
+}
+
+/* Connects to the control socket of QP qpn on this host; a blocking
+ * socket with send and receive timeouts. The fd, or -errno: -EACCES when
+ * the QP belongs to another user, whose QPs serve us a mediated link only
+ * (srn_ctl_mediate). */
+int srn_ctl_dial(uint32_t qpn, int timeout_s)
+{
+	struct ucred cr;
+	int fd = srn_ctl_connect(qpn, timeout_s, &cr);
+
+	if (fd >= 0 && cr.uid != geteuid() && geteuid() != 0) {
+		srn_err("QP 0x%06x belongs to pid %d of uid %u: processes of "
+			"different users share nothing on this host but a "
+			"mediated link (docs/security.md)",
+			qpn, (int)cr.pid, (unsigned)cr.uid);
+		close(fd);
+		return -EACCES;
+	}
+	return fd;
+}
+
+/* Receives MEDIATE_REP on s: the link's end, or -errno. */
+static int srn_ctl_mediate_wait(int s, uint32_t qpn)
+{
+	struct srn_ctl_hdr h;
+	int fds[SRN_CTL_MAX_FDS];
+	unsigned nfds = SRN_CTL_MAX_FDS;
+	ssize_t n = srn_ctl_recvmsg(s, &h, sizeof(h), fds, &nfds);
+	int err = 0;
+
+	if (n < 0)
+		err = (int)n;
+	else if (n != sizeof(h) || h.magic != SRN_CTL_MAGIC ||
+		 h.version != SRN_CTL_VERSION ||
+		 h.type != SRN_CTL_MEDIATE_REP || h.len != sizeof(h) ||
+		 h.status > 0 || nfds != (h.status ? 0u : 1u))
+		err = -EPROTO;
+	else
+		err = h.status;
+	if (!err)
+		return fds[0];
+	for (unsigned i = 0; i < nfds; i++)
+		close(fds[i]);
+	srn_dbg("QP 0x%06x: no mediated link: %s", qpn, strerror(-err));
+	return err;
+}
+
+/*
+ * Asks QP qpn of this host, another user's, for a mediated link: our QP
+ * src_qpn (its owner checks with the kernel that we own it) says hello
+ * (the transport's first message, len bytes). The link's end, a blocking
+ * unix stream socket, or -errno (-ECONNREFUSED: no such QP).
+ */
+int srn_ctl_mediate(uint32_t qpn, uint32_t src_qpn, const void *hello,
+		    size_t len, int timeout_s)
+{
+	struct srn_ctl_mediate m = {
+		.hdr = { SRN_CTL_MAGIC, SRN_CTL_VERSION, SRN_CTL_MEDIATE, 0,
+			 sizeof(m) },
+		.dst_qpn = qpn,
+		.src_qpn = src_qpn,
+		.hello_len = (uint32_t)len,
+	};
+	struct ucred cr;
+	int s, fd;
+
+	if (len > sizeof(m.hello))
+		return -EINVAL;
+	memcpy(m.hello, hello, len);
+	s = srn_ctl_connect(qpn, timeout_s, &cr);
+	if (s < 0)
+		return s;
+	fd = srn_ctl_sendmsg(s, &m, sizeof(m), NULL, 0);
+	if (!fd)
+		fd = srn_ctl_mediate_wait(s, qpn);
+	close(s);
+	/* the target made it non-blocking: our end is ours to set */
+	if (fd >= 0 && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)) {
+		close(fd);
+		return -errno;
 	}
 	return fd;
 }

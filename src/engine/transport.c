@@ -208,3 +208,61 @@ int srn_transport_adopt(struct srn_qp *qp, int fd, const void *hello,
 	}
 	return -ENOPROTOOPT;
 }
+
+/* The transport that has a mediated path (connect_mediated), or NULL. */
+static const struct srn_transport_ops *srn_transport_mediator(void)
+{
+	for (unsigned i = 0; i < srn_ntransports; i++)
+		if (srn_transports[i]->connect_mediated &&
+		    srn_transports[i]->mediate)
+			return srn_transports[i];
+	return NULL;
+}
+
+/*
+ * INIT->RTR: connects qp to its peer; *t_p: the transport it took. A peer
+ * QP of this host that belongs to another user (foreign: root included,
+ * no process ever maps another user's memory; srn_ctl_peer_foreign) gets
+ * the mediated path, whatever SOFTRNIC_TRANSPORT says (it uses no network
+ * socket); any other peer, the transport srn_transport_select picks. 0 or
+ * -errno.
+ */
+int srn_transport_connect(struct srn_qp *qp, const struct ibv_qp_attr *attr,
+			  bool foreign, const struct srn_transport_ops **t_p)
+{
+	const union ibv_gid *dgid = &attr->ah_attr.grh.dgid;
+	const struct srn_transport_ops *t;
+	int err = 0;
+
+	if (foreign) {
+		t = srn_transport_mediator();
+		if (!t) {
+			srn_err("QP 0x%06x belongs to another user: no "
+				"transport has a mediated path to it",
+				attr->dest_qp_num);
+			return -EACCES;
+		}
+		srn_dbg("QP 0x%06x: peer QP 0x%06x belongs to another user: "
+			"mediated path (%s)",
+			qp->ibqpx.qp_base.qp_num, attr->dest_qp_num, t->name);
+		err = t->connect_mediated(qp, attr);
+	} else {
+		t = srn_transport_select(dgid, &err);
+		if (!t)
+			return err;
+		err = t->connect(qp, attr);
+	}
+	if (!err)
+		*t_p = t;
+	return err;
+}
+
+/* The control plane's mediated link (srn_ctl_on_mediate): to the
+ * transport that has a mediated path, or -ENOPROTOOPT. */
+int srn_transport_mediate(struct srn_qp *qp, int fd, uint32_t src_qpn,
+			  const void *hello, size_t len)
+{
+	const struct srn_transport_ops *t = srn_transport_mediator();
+
+	return t ? t->mediate(qp, fd, src_qpn, hello, len) : -ENOPROTOOPT;
+}

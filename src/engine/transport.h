@@ -14,7 +14,11 @@
  * A transport registers itself when the library is loaded
  * (SRN_TRANSPORT_REGISTER). At RTR, srn_transport_select() picks, among
  * the transports that reach the destination GID, the one of lowest rank;
- * SOFTRNIC_TRANSPORT=<name> forces one.
+ * SOFTRNIC_TRANSPORT=<name> forces one. A peer QP of this host that
+ * belongs to another user (root included) shares no memory with us: it
+ * gets the mediated path of the transport that has one (connect_mediated,
+ * mediate), whatever SOFTRNIC_TRANSPORT says (srn_transport_connect,
+ * srn_ctl_peer_foreign).
  */
 #ifndef SRN_TRANSPORT_H
 #define SRN_TRANSPORT_H
@@ -95,6 +99,19 @@ struct srn_transport_ops {
 	 * connection for qp that another process of this host accepted,
 	 * with the first message it read. 0: fd is the transport's now. */
 	int (*adopt)(struct srn_qp *qp, int fd, const void *hello, size_t len);
+	/* Optional, both or neither: the mediated path to a QP of this host
+	 * that belongs to another user (docs/security.md). The link is a
+	 * unix stream socket from that QP's control plane (srn_ctl_mediate),
+	 * on which the target checks every access, as for a peer on
+	 * another host; after connect_mediated, the QP uses the other ops
+	 * as after connect. 0 or -errno. */
+	int (*connect_mediated)(struct srn_qp *qp,
+				const struct ibv_qp_attr *attr);
+	/* The target's side: fd is a link to the process that owns QP
+	 * src_qpn (the kernel said so), with the first message it sent.
+	 * 0: fd is the transport's now. Progress lock held. */
+	int (*mediate)(struct srn_qp *qp, int fd, uint32_t src_qpn,
+		       const void *hello, size_t len);
 	/* Optional: progress hooks (engine.h), added when registered. */
 	struct srn_progress_hooks *hooks;
 };
@@ -119,6 +136,10 @@ void srn_transport_qp_destroy(struct srn_qp *qp);
 void srn_transport_kick(struct srn_qp *qp);
 int srn_transport_adopt(struct srn_qp *qp, int fd, const void *hello,
 			size_t len);
+int srn_transport_connect(struct srn_qp *qp, const struct ibv_qp_attr *attr,
+			  bool foreign, const struct srn_transport_ops **t_p);
+int srn_transport_mediate(struct srn_qp *qp, int fd, uint32_t src_qpn,
+			  const void *hello, size_t len);
 
 /* In a transport's file: register ops when the library is loaded. */
 #define SRN_TRANSPORT_REGISTER(ops)                                        \

@@ -55,6 +55,9 @@ enum srn_ctl_type {
 	SRN_CTL_XSRQ_REQ = 9, /* an XRC SRQ of the target's process, by
 			       * number (XRC INI -> TGT connections) */
 	SRN_CTL_XSRQ_REP = 10,
+	SRN_CTL_MEDIATE = 11, /* a mediated link to this QP, for a peer QP
+			       * of another user (docs/security.md) */
+	SRN_CTL_MEDIATE_REP = 12, /* status; 0: + the initiator's end */
 };
 
 struct srn_ctl_hdr {
@@ -175,10 +178,30 @@ struct srn_ctl_adopt {
 };
 static_assert(sizeof(struct srn_ctl_adopt) == 56, "adopt size");
 
+/*
+ * A peer QP that cannot share memory with this one (another user's) asks
+ * for a mediated link: the target checks that the sender owns src_qpn (the
+ * kernel says so), makes a unix stream socket pair, hands one end and the
+ * hello (the first message of the link, opaque here) to its network
+ * transport as an accepted link, and answers MEDIATE_REP with the other
+ * end (status 0) or without any fd (-errno). No fd comes with MEDIATE.
+ */
+struct srn_ctl_mediate {
+	struct srn_ctl_hdr hdr;
+	uint32_t dst_qpn;
+	uint32_t src_qpn; /* the sender's QP, checked with the kernel */
+	uint32_t hello_len; /* bytes of hello used */
+	uint32_t reserved; /* 0 */
+	uint8_t hello[32];
+};
+static_assert(sizeof(struct srn_ctl_mediate) == 64, "mediate size");
+
 /* The largest message of this protocol: the receive buffer's size. */
 #define SRN_CTL_MAX_MSG sizeof(struct srn_ctl_mr_rep)
 static_assert(SRN_CTL_MAX_MSG >= sizeof(struct srn_ctl_adopt),
 	      "max msg covers adopt");
+static_assert(SRN_CTL_MAX_MSG >= sizeof(struct srn_ctl_mediate),
+	      "max msg covers mediate");
 
 /* The answer to SRN_CTL_STAT_REQ (a bare header). */
 struct srn_ctl_stat_rep {
@@ -194,6 +217,34 @@ static_assert(sizeof(struct srn_ctl_stat_rep) == 104, "stat rep size");
 static_assert(SRN_CTL_MAX_MSG >= sizeof(struct srn_ctl_stat_rep),
 	      "max msg covers stat rep");
 
+/* srn_ctl_classify: the QPNs of a request that names some (CONNECT_REQ,
+ * ADOPT, MEDIATE), of the right length; 0 or -EPROTO. */
+static inline int srn_ctl_classify_qpns(const void *msg, unsigned type,
+					uint32_t qpn)
+{
+	struct srn_ctl_connect_req cr;
+	struct srn_ctl_mediate md;
+	struct srn_ctl_adopt ad;
+
+	if (type == SRN_CTL_CONNECT_REQ) {
+		memcpy(&cr, msg, sizeof(cr));
+		if (cr.dst_qpn != qpn || !cr.src_qpn ||
+		    cr.src_qpn > SRN_CTL_QPN_MAX)
+			return -EPROTO;
+	} else if (type == SRN_CTL_ADOPT) {
+		memcpy(&ad, msg, sizeof(ad));
+		if (ad.dst_qpn != qpn || ad.hello_len > sizeof(ad.hello))
+			return -EPROTO;
+	} else if (type == SRN_CTL_MEDIATE) {
+		memcpy(&md, msg, sizeof(md));
+		if (md.dst_qpn != qpn || !md.src_qpn ||
+		    md.src_qpn > SRN_CTL_QPN_MAX ||
+		    md.hello_len > sizeof(md.hello) || md.reserved)
+			return -EPROTO;
+	}
+	return 0;
+}
+
 /*
  * The target side's rules for a message received on a control connection
  * of QP qpn: the exact length of its type, the fds it may carry, and what a
@@ -206,8 +257,6 @@ static_assert(SRN_CTL_MAX_MSG >= sizeof(struct srn_ctl_stat_rep),
 static inline int srn_ctl_classify(const void *msg, size_t len, unsigned nfds,
 				   uint32_t qpn, bool attached)
 {
-	struct srn_ctl_connect_req cr;
-	struct srn_ctl_adopt ad;
 	struct srn_ctl_hdr h;
 	size_t want = sizeof(h);
 	unsigned want_fds = 0;
@@ -221,12 +270,15 @@ static inline int srn_ctl_classify(const void *msg, size_t len, unsigned nfds,
 		return -EBADMSG;
 	switch (h.type) {
 	case SRN_CTL_CONNECT_REQ:
-		want = sizeof(cr);
+		want = sizeof(struct srn_ctl_connect_req);
 		want_fds = 1;
 		break;
 	case SRN_CTL_ADOPT: /* a fresh connection of the host's listener */
-		want = sizeof(ad);
+		want = sizeof(struct srn_ctl_adopt);
 		want_fds = 1;
+		break;
+	case SRN_CTL_MEDIATE: /* a link for a peer of another user */
+		want = sizeof(struct srn_ctl_mediate);
 		break;
 	case SRN_CTL_MR_REQ: /* served only to the verified peer */
 		want = sizeof(struct srn_ctl_mr_req);
@@ -246,17 +298,7 @@ static inline int srn_ctl_classify(const void *msg, size_t len, unsigned nfds,
 		return -EPROTO;
 	if (!attached && !early)
 		return -EPERM;
-	if (h.type == SRN_CTL_CONNECT_REQ) {
-		memcpy(&cr, msg, sizeof(cr));
-		if (cr.dst_qpn != qpn || !cr.src_qpn ||
-		    cr.src_qpn > SRN_CTL_QPN_MAX)
-			return -EPROTO;
-	} else if (h.type == SRN_CTL_ADOPT) {
-		memcpy(&ad, msg, sizeof(ad));
-		if (ad.dst_qpn != qpn || ad.hello_len > sizeof(ad.hello))
-			return -EPROTO;
-	}
-	return h.type;
+	return srn_ctl_classify_qpns(msg, h.type, qpn) ?: h.type;
 }
 
 #endif /* SRN_CTL_PROTO_H */

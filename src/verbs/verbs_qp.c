@@ -146,17 +146,18 @@ SRN_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 /* INIT->RTR attaches the QP to the transport that reaches its peer. */
 static int srn_qp_attach(struct srn_qp *qp, const struct ibv_qp_attr *attr)
 {
-	int err = 0;
-	const struct srn_transport_ops *t;
+	const struct srn_transport_ops *t = NULL;
+	int err;
 
 	if (qp->ibqpx.qp_base.qp_type == IBV_QPT_UD) {
 		qp->tops = &srn_ud_ops; /* each datagram chooses its own */
 		return 0;
 	}
-	t = srn_transport_select(&attr->ah_attr.grh.dgid, &err);
-	if (!t)
-		return err;
-	err = t->connect(qp, attr);
+	err = srn_transport_connect(
+		qp, attr,
+		srn_ctl_peer_foreign(&attr->ah_attr.grh.dgid,
+				     attr->dest_qp_num),
+		&t);
 	if (!err)
 		qp->tops = t;
 	return err;

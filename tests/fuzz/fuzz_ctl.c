@@ -46,13 +46,14 @@ struct rule {
 	bool early; /* allowed before attach */
 };
 
-static const struct rule rules[SRN_CTL_XSRQ_REP + 1] = {
+static const struct rule rules[SRN_CTL_MEDIATE_REP + 1] = {
 	[SRN_CTL_CONNECT_REQ] = { 32, 1, true },
 	[SRN_CTL_MR_REQ] = { 24, 0, false },
 	[SRN_CTL_BYE] = { 16, 0, true },
 	[SRN_CTL_ADOPT] = { 56, 1, true },
 	[SRN_CTL_STAT_REQ] = { 16, 0, true },
 	[SRN_CTL_XSRQ_REQ] = { 24, 0, false },
+	[SRN_CTL_MEDIATE] = { 64, 0, true },
 };
 
 static uint32_t rd32(const uint8_t *p, size_t off)
@@ -87,6 +88,10 @@ static int oracle(const uint8_t *m, size_t len, unsigned nfds, bool attached)
 	    (rd32(m, 20) != QPN || !rd32(m, 16) || rd32(m, 16) > 0xffffff))
 		return -EPROTO;
 	if (type == SRN_CTL_ADOPT && (rd32(m, 16) != QPN || rd32(m, 20) > 32))
+		return -EPROTO;
+	if (type == SRN_CTL_MEDIATE &&
+	    (rd32(m, 16) != QPN || !rd32(m, 20) || rd32(m, 20) > 0xffffff ||
+	     rd32(m, 24) > 32 || rd32(m, 28)))
 		return -EPROTO;
 	return type;
 }

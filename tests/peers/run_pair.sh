@@ -34,6 +34,9 @@
 # in its namespace with SOFTRNIC_IP set to its address, and the client
 # connects to SRN_PAIR_SERVER_IP (tests/netns/ creates them).
 #
+# Two users: with SRN_PAIR_SERVER_USER or SRN_PAIR_CLIENT_USER set (run as
+# root), that side runs as that user (setpriv, its own group, no others).
+#
 # Exit: 0 pass, 1 fail, 2 usage, 77 skip (PROG is not installed).
 set -euo pipefail
 
@@ -111,6 +114,14 @@ if [ -n "${SRN_PAIR_CLIENT_NS:-}" ]; then
 	cli_pre=(ip netns exec "$SRN_PAIR_CLIENT_NS")
 	cli_env=("SOFTRNIC_IP=${SRN_PAIR_CLIENT_IP:?SRN_PAIR_CLIENT_IP}")
 fi
+
+for side in SERVER CLIENT; do
+	user_var=SRN_PAIR_${side}_USER
+	[ -n "${!user_var:-}" ] || continue
+	user=${!user_var}
+	pre=(setpriv --reuid="$user" --regid="$(id -gn "$user")" --clear-groups --)
+	if [ $side = SERVER ]; then srv_pre+=("${pre[@]}"); else cli_pre+=("${pre[@]}"); fi
+done
 
 is_perftest=0
 is_pingpong=0

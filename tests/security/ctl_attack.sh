@@ -2,12 +2,17 @@
 # Same-host attacks on a live QP's control socket (docs/security.md): a
 # legitimate pair (ib_write_bw server and client over softrnic's shared
 # memory, as root) runs; the server's QP is the victim. ctl_attacker then
-#   (a) as nobody, claims the legitimate client's QPN (CONNECT_REQ + MR_REQ)
+#   (a) as nobody, claims the legitimate client's QPN (CONNECT_REQ + MR_REQ):
+#       another user may only ask for a mediated link, nothing else
 #   (b) as root, claims the client's QPN, which it does not own
 #   (c) as root, claims a QPN it owns (it listens on that QPN's socket
 #       itself) that is not the victim's dest QPN
 #   (d) as root, asks for the victim's MR (MR_REQ) without any CONNECT_REQ
-# Each must receive no fd at all. Then the pair must finish normally (exit
+#   (e) as nobody, asks for a mediated link (MEDIATE) claiming the client's
+#       QPN, which it does not own
+#   (f) as nobody, asks for a mediated link as a QPN it owns: the victim is
+#       connected to its peer (not over a mediated link)
+# Each must receive no fd at all (no memory, no link). Then the pair must finish normally (exit
 # 0, result printed) and the victim's QP must never have left RTR/RTS.
 #   ctl_attack.sh ATTACKER SOFTRNIC_TOOL     (ctest security_ctl)
 # SOFTRNIC_LIB_DIR: the libibverbs.so.1 to attack (default build/lib);
@@ -99,7 +104,7 @@ attack() { # name, expected text, [setpriv...] --, attacker args
 	check "$name" $? "exit $rc, expected 0 fds and '$want'"
 }
 
-attack "(a) nobody claiming the peer's QPN: refused at accept" \
+attack "(a) nobody claiming the peer's QPN: another user gets a mediated link only" \
 	"closed by the victim\|reset by the victim\|send failed" \
 	setpriv --reuid=nobody --regid="$group" --clear-groups -- \
 	"$victim" -c "$peer" -k "$rkey"
@@ -113,6 +118,16 @@ attack "(c) root claiming its own QPN $own, not the victim's peer: refused" \
 attack "(d) MR_REQ without CONNECT_REQ: connection closed" \
 	"MR_REQ: connection closed by the victim" \
 	env -- "$victim" -k "$rkey"
+
+attack "(e) nobody asking for a mediated link as the peer's QPN: refused" \
+	"MEDIATE: answer type 12 status -1 (Operation not permitted)" \
+	setpriv --reuid=nobody --regid="$group" --clear-groups -- \
+	"$victim" -c "$peer" -m
+own=$(printf '0x%06x' $((0x200000 + (RANDOM << 4) + $$ % 16)))
+attack "(f) nobody asking for a mediated link as its own QPN $own: refused" \
+	"MEDIATE: answer type 12 status -13 (Permission denied)" \
+	setpriv --reuid=nobody --regid="$group" --clear-groups -- \
+	"$victim" -c "$own" -o -m
 
 st=$("$tool" stat | awk -v q="$victim" '$1 == q { print $3 }')
 [ "$st" = RTR ] || [ "$st" = RTS ]

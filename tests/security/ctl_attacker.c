@@ -5,10 +5,12 @@
  * (proto/srn_ctl_proto.h) to a victim QP's abstract socket, as a peer
  * would, and counts what it is handed. libc only.
  *
- *   ctl_attacker VICTIM_QPN [-c CLAIM_QPN [-o]] [-k KEY] [-V VERSION]
+ *   ctl_attacker VICTIM_QPN [-c CLAIM_QPN [-o] [-m]] [-k KEY] [-V VERSION]
  *
  *   -c CLAIM_QPN  send CONNECT_REQ claiming to be QP CLAIM_QPN, with an
  *                 eventfd as the kick fd, and read the answer
+ *   -m            send MEDIATE (ask for a mediated link) instead of
+ *                 CONNECT_REQ, claiming CLAIM_QPN
  *   -o            first bind and listen on CLAIM_QPN's socket ourselves:
  *                 the kernel then says we own that QPN
  *   -k KEY        then send MR_REQ for KEY (an rkey) and read the answer
@@ -168,6 +170,29 @@ static int do_connect(int fd, uint32_t victim, uint32_t claim,
 	return read_answer(fd, "CONNECT_REQ", fds_total);
 }
 
+static int do_mediate(int fd, uint32_t victim, uint32_t claim,
+		      unsigned *fds_total)
+{
+	struct srn_ctl_mediate req = {
+		.hdr = { SRN_CTL_MAGIC, version, SRN_CTL_MEDIATE, 0,
+			 sizeof(req) },
+		.dst_qpn = victim,
+		.src_qpn = claim,
+		.hello_len = 24, /* a wire HELLO: GID, source and dest QPN */
+	};
+	int err;
+
+	memcpy(req.hello + 16, &claim, 4);
+	memcpy(req.hello + 20, &victim, 4);
+	printf("MEDIATE to QP 0x%06x claiming QP 0x%06x\n", victim, claim);
+	err = send_msg(fd, &req, sizeof(req), -1);
+	if (err) {
+		printf("MEDIATE: send failed: %s\n", strerror(-err));
+		return -1;
+	}
+	return read_answer(fd, "MEDIATE", fds_total);
+}
+
 static int do_mr(int fd, uint32_t key, unsigned *fds_total)
 {
 	struct srn_ctl_mr_req req = {
@@ -189,15 +214,15 @@ static int do_mr(int fd, uint32_t key, unsigned *fds_total)
 static int usage(void)
 {
 	fprintf(stderr,
-		"usage: ctl_attacker VICTIM_QPN [-c CLAIM_QPN [-o]] [-k KEY] "
-		"[-V VERSION]\n");
+		"usage: ctl_attacker VICTIM_QPN [-c CLAIM_QPN [-o] [-m]] "
+		"[-k KEY] [-V VERSION]\n");
 	return 2;
 }
 
 int main(int argc, char **argv)
 {
 	uint32_t victim, claim = 0, key = 0;
-	bool own = false, mr = false;
+	bool own = false, mr = false, mediate = false;
 	unsigned fds_total = 0;
 	int opt, fd, lfd = -1, alive = 0;
 
@@ -205,13 +230,15 @@ int main(int argc, char **argv)
 		return usage();
 	victim = (uint32_t)strtoul(argv[1], NULL, 0);
 	optind = 2;
-	while ((opt = getopt(argc, argv, "c:ok:V:")) != -1) {
+	while ((opt = getopt(argc, argv, "c:omk:V:")) != -1) {
 		if (opt == 'V')
 			version = (uint16_t)atoi(optarg);
 		else if (opt == 'c')
 			claim = (uint32_t)strtoul(optarg, NULL, 0);
 		else if (opt == 'o')
 			own = true;
+		else if (opt == 'm')
+			mediate = true;
 		else if (opt == 'k')
 			mr = true, key = (uint32_t)strtoul(optarg, NULL, 0);
 		else
@@ -224,7 +251,9 @@ int main(int argc, char **argv)
 	fd = dial(victim);
 	if (fd < 0)
 		return 2;
-	if (claim)
+	if (claim && mediate)
+		alive = do_mediate(fd, victim, claim, &fds_total);
+	else if (claim)
 		alive = do_connect(fd, victim, claim, &fds_total);
 	if (mr && alive == 0)
 		do_mr(fd, key, &fds_total);

@@ -73,6 +73,10 @@ struct srn_tcp_link {
 	uint32_t peer_ipv4; /* accepted: the address it came from (network
 			     * order) */
 	bool accepted; /* we accepted it (it must say HELLO in time) */
+	/* a mediated link (a unix stream socket from the peer's or our
+	 * control plane, docs/security.md): the kernel vouched that its
+	 * peer owns hello.src_qpn, on this host; no address to check */
+	bool mediated;
 	uint64_t born_ns; /* when it was accepted */
 	bool tx_started; /* our requests began at the QP's sq_psn */
 	struct srn_qp *qp; /* NULL until HELLO (accepted links) */
@@ -131,6 +135,8 @@ struct srn_tcp_qp {
 					 * or ours (conn_lock and progress
 					 * lock write, release) */
 	bool dialer; /* we connect; else the peer connects to us */
+	bool mediated; /* the peer is another user's QP of this host: its
+			* link is a mediated one (srn_tcp_connect_mediated) */
 	/* a peer link ended: 1 << 32 | the next PSN it would have sent
 	 * (0: none did; atomic, for ibv_query_qp) */
 	uint64_t left_psn;
@@ -212,6 +218,8 @@ int srn_tcp_resp_on_hdr(struct srn_tcp_link *l, const struct srn_wire_hdr *h,
 			struct iovec *iov, unsigned *niov);
 int srn_tcp_resp_on_msg(struct srn_tcp_link *l, const struct srn_wire_hdr *h);
 int srn_tcp_adopt(struct srn_qp *qp, int fd, const void *hello, size_t len);
+int srn_tcp_mediate(struct srn_qp *qp, int fd, uint32_t src_qpn,
+		    const void *hello, size_t len);
 void srn_tcp_qp_destroy(struct srn_qp *qp);
 void srn_tcp_kick(struct srn_qp *qp);
 extern struct srn_progress_hooks srn_tcp_hooks;

@@ -107,11 +107,18 @@ struct srn_tcp_link *srn_tcp_link_new(int fd)
 	return l;
 }
 
-/* "tcp <peer ip> qpn <peer qpn>", from the peer's HELLO fields. */
+/* "tcp <peer ip> qpn <peer qpn>", from the peer's HELLO fields ("tcp
+ * mediated ..." for a mediated link). */
 void srn_tcp_link_name(struct srn_tcp_link *l)
 {
 	char ip[INET_ADDRSTRLEN];
 
+	if (l->mediated) {
+		snprintf(l->desc, sizeof(l->desc),
+			 "tcp mediated (another user) qpn 0x%06x",
+			 l->hello.src_qpn);
+		return;
+	}
 	inet_ntop(AF_INET, l->hello.src_gid + 12, ip, sizeof(ip));
 	snprintf(l->desc, sizeof(l->desc), "tcp %s qpn 0x%06x", ip,
 		 l->hello.src_qpn);
@@ -241,13 +248,19 @@ void srn_tcp_link_free(struct srn_tcp_link *l)
 }
 
 /* Does l's HELLO name the peer of QP tq's RTR attributes (its QPN and
- * GID), and does it come from that GID's address? conn_lock held. */
+ * GID), and does it come from that GID's address? A mediated link has no
+ * address: the kernel vouched that its peer owns the QPN, on this host,
+ * and it serves only a QP whose peer is another user's of this host
+ * (tq->mediated), as only such a QP takes no other link. conn_lock
+ * held. */
 bool srn_tcp_link_matches(const struct srn_tcp_link *l,
 			  const struct srn_tcp_qp *tq)
 {
-	return l->hello.src_qpn == tq->dqpn &&
-	       !memcmp(l->hello.src_gid, tq->dgid, 16) &&
-	       !memcmp(&l->peer_ipv4, tq->dgid + 12, 4);
+	if (l->hello.src_qpn != tq->dqpn ||
+	    memcmp(l->hello.src_gid, tq->dgid, 16) ||
+	    l->mediated != tq->mediated)
+		return false;
+	return l->mediated || !memcmp(&l->peer_ipv4, tq->dgid + 12, 4);
 }
 
 /*

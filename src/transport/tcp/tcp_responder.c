@@ -467,20 +467,40 @@ static int srn_tcp_hello_done(struct srn_tcp_link *c)
 	return -ECONNABORTED; /* the owner has it now: drop our copy */
 }
 
-/* The owner's side of a hand-over (engine/ctl.c): fd and HELLO already
- * read. -ENOPROTOOPT: not a HELLO of ours. Progress lock held. */
-int srn_tcp_adopt(struct srn_qp *qp, int fd, const void *hello, size_t len)
+/* May qp take a mediated link? Not while it is connected to a peer by
+ * other means (another transport, or a link that is not mediated): only a
+ * QP whose peer is another user's has one. Before RTR, or in ERR, it
+ * keeps it as a candidate (srn_tcp_link_bind). */
+static bool srn_tcp_mediated_ok(struct srn_qp *qp)
+{
+	enum ibv_qp_state st = srn_qp_state(qp);
+	struct srn_tcp_qp *tq;
+	bool ok;
+
+	if (st == IBV_QPS_RESET || st == IBV_QPS_INIT || st == IBV_QPS_ERR)
+		return true;
+	pthread_mutex_lock(&qp->conn_lock);
+	tq = qp->tstate; /* conn_lock held */
+	ok = tq && tq->mediated;
+	pthread_mutex_unlock(&qp->conn_lock);
+	return ok;
+}
+
+/* A link for qp whose HELLO was read elsewhere: a hand-over, or mediated
+ * (its peer known by the kernel's credentials, not an address). */
+static int srn_tcp_adopt_link(struct srn_qp *qp, int fd,
+			      const struct srn_wire_hello *hello, bool mediated)
 {
 	struct srn_tcp_link *c;
 	int err;
 
-	if (len != sizeof(c->hello))
-		return -ENOPROTOOPT;
 	c = srn_tcp_link_new(fd);
 	if (!c)
 		return -ENOMEM;
-	memcpy(&c->hello, hello, len);
-	srn_tcp_peer_addr(c);
+	c->hello = *hello;
+	c->mediated = mediated;
+	if (!mediated)
+		srn_tcp_peer_addr(c);
 	err = srn_tcp_link_add(c);
 	if (!err && srn_tcp_hello_take(c, qp))
 		err = -EACCES;
@@ -490,6 +510,36 @@ int srn_tcp_adopt(struct srn_qp *qp, int fd, const void *hello, size_t len)
 		return err;
 	}
 	return 0;
+}
+
+/* The owner's side of a hand-over (engine/ctl.c): fd and HELLO already
+ * read. -ENOPROTOOPT: not a HELLO of ours. Progress lock held. */
+int srn_tcp_adopt(struct srn_qp *qp, int fd, const void *hello, size_t len)
+{
+	struct srn_wire_hello h;
+
+	if (len != sizeof(h))
+		return -ENOPROTOOPT;
+	memcpy(&h, hello, len);
+	return srn_tcp_adopt_link(qp, fd, &h, false);
+}
+
+/* The target's side of a mediated link (engine/ctl.c checked with the
+ * kernel that the process at the other end of fd owns QP src_qpn): the
+ * HELLO must say so, and name qp. Progress lock held. */
+int srn_tcp_mediate(struct srn_qp *qp, int fd, uint32_t src_qpn,
+		    const void *hello, size_t len)
+{
+	struct srn_wire_hello h;
+
+	if (len != sizeof(h))
+		return -EPROTO;
+	memcpy(&h, hello, len);
+	if (h.src_qpn != src_qpn || h.dst_qpn != qp->ibqpx.qp_base.qp_num)
+		return -EPERM;
+	if (!srn_tcp_mediated_ok(qp))
+		return -EACCES;
+	return srn_tcp_adopt_link(qp, fd, &h, true);
 }
 
 /* QP destroyed: its peers see BYE then the close. Its own request link

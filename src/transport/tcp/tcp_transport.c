@@ -515,18 +515,22 @@ static void srn_tcp_req_tick(struct srn_tcp_link *l, uint64_t now)
 
 /* ---- connection ---- */
 
-static int srn_tcp_hello(int fd, struct srn_qp *qp, uint32_t dqpn)
+/* Our HELLO to QP dqpn. */
+static void srn_tcp_hello_init(struct srn_wire_hello *hello, struct srn_qp *qp,
+			       uint32_t dqpn)
 {
-	struct srn_wire_hello hello = { .src_qpn = qp->ibqpx.qp_base.qp_num,
-					.dst_qpn = dqpn };
-	struct srn_wire_hdr h, rep;
-	struct iovec iov[2] = { { &h, sizeof(h) }, { &hello, sizeof(hello) } };
+	memset(hello, 0, sizeof(*hello));
+	hello->src_qpn = qp->ibqpx.qp_base.qp_num;
+	hello->dst_qpn = dqpn;
+	memcpy(hello->src_gid, srn_device_get()->gid.raw, 16);
+}
+
+/* The peer's HELLO_ACK: 0, or -errno (its refusal, or no answer). */
+static int srn_tcp_hello_wait(int fd)
+{
+	struct srn_wire_hdr rep;
 	size_t got = 0;
 
-	memcpy(hello.src_gid, srn_device_get()->gid.raw, 16);
-	srn_wire_hdr_init(&h, SRN_WOP_HELLO, 0, sizeof(hello));
-	if (srn_tcp_sendv(fd, iov, 2))
-		return -ECONNRESET;
 	while (got < sizeof(rep)) {
 		ssize_t k = recv(fd, (char *)&rep + got, sizeof(rep) - got, 0);
 
@@ -537,6 +541,51 @@ static int srn_tcp_hello(int fd, struct srn_qp *qp, uint32_t dqpn)
 	if (srn_wire_hdr_check(&rep) != 0 || rep.opcode != SRN_WOP_HELLO_ACK)
 		return -EPROTO;
 	return rep.aux ? -(int)(rep.aux & 0xfff) : 0;
+}
+
+static int srn_tcp_hello(int fd, struct srn_qp *qp, uint32_t dqpn)
+{
+	struct srn_wire_hello hello;
+	struct srn_wire_hdr h;
+	struct iovec iov[2] = { { &h, sizeof(h) }, { &hello, sizeof(hello) } };
+
+	srn_tcp_hello_init(&hello, qp, dqpn);
+	srn_wire_hdr_init(&h, SRN_WOP_HELLO, 0, sizeof(hello));
+	if (srn_tcp_sendv(fd, iov, 2))
+		return -ECONNRESET;
+	return srn_tcp_hello_wait(fd);
+}
+
+/*
+ * The mediated path to QP dqpn of this host, another user's: its control
+ * plane gives us a unix stream socket (engine/ctl.c) after the kernel
+ * told it that we own our QPN; our HELLO goes with the request, its
+ * HELLO_ACK comes on the link. No TCP socket, no address: the same
+ * messages, the same checks at the target (docs/wire.md). TCP's own
+ * options (keepalive, user timeout, no delay) do not apply to a unix
+ * socket: a peer that dies closes its end, one that stops is caught by
+ * the RC ACK timer (srn_tcp_req_tick). The fd, or -errno.
+ */
+static int srn_tcp_dial_mediated(uint32_t dqpn, struct srn_qp *qp)
+{
+	struct timeval tv = { 5, 0 }, wait = { 0, SRN_TCP_SEND_WAIT_MS * 1000 };
+	struct srn_wire_hello hello;
+	int fd, err;
+
+	srn_tcp_hello_init(&hello, qp, dqpn);
+	fd = srn_ctl_mediate(dqpn, hello.src_qpn, &hello, sizeof(hello), 5);
+	if (fd < 0)
+		return fd;
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	err = srn_tcp_hello_wait(fd);
+	if (err) {
+		close(fd);
+		return err;
+	}
+	/* as a dialed TCP link: sends block while the peer does not read,
+	 * looking every SRN_TCP_SEND_WAIT_MS whether to give up */
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &wait, sizeof(wait));
+	return fd;
 }
 
 static int srn_tcp_dial(const union ibv_gid *dgid, uint32_t dqpn,
@@ -606,21 +655,25 @@ static int srn_tcp_connect_dial(struct srn_qp *qp, struct srn_tcp_qp *tq,
 		if (fd == -EACCES) /* the peer's old link, left in order, may
 				    * not be gone yet: its BYE races us */
 			usleep(20000);
-		fd = srn_tcp_dial(&attr->ah_attr.grh.dgid, attr->dest_qp_num,
-				  qp);
+		fd = tq->mediated ?
+			     srn_tcp_dial_mediated(attr->dest_qp_num, qp) :
+			     srn_tcp_dial(&attr->ah_attr.grh.dgid,
+					  attr->dest_qp_num, qp);
 	}
 	inet_ntop(AF_INET, attr->ah_attr.grh.dgid.raw + 12, ip, sizeof(ip));
 	if (fd < 0) {
-		srn_err("QP 0x%06x: connecting to QP 0x%06x at %s:%u: %s",
+		srn_err("QP 0x%06x: connecting to QP 0x%06x at %s:%u%s: %s",
 			qp->ibqpx.qp_base.qp_num, attr->dest_qp_num, ip,
-			srn_tcp_port(), strerror(-fd));
-		return fd == -ENOENT ? -EINVAL : fd;
+			srn_tcp_port(), tq->mediated ? " (mediated)" : "",
+			strerror(-fd));
+		return fd == -ENOENT || fd == -ECONNREFUSED ? -EINVAL : fd;
 	}
 	l = srn_tcp_link_new(fd);
 	if (!l) {
 		close(fd);
 		return -ENOMEM;
 	}
+	l->mediated = tq->mediated;
 	memcpy(l->hello.src_gid, tq->dgid, 16);
 	l->hello.src_qpn = tq->dqpn;
 	srn_tcp_link_name(l);
@@ -694,7 +747,8 @@ static void srn_tcp_connect_wait(struct srn_qp *qp, struct srn_tcp_qp *tq)
 		srn_progress_request_retry(); /* its requests can go now */
 }
 
-static int srn_tcp_connect(struct srn_qp *qp, const struct ibv_qp_attr *attr)
+static int srn_tcp_connect_as(struct srn_qp *qp, const struct ibv_qp_attr *attr,
+			      bool mediated)
 {
 	struct srn_tcp_qp *tq = calloc(1, sizeof(*tq));
 	int err = 0;
@@ -703,6 +757,7 @@ static int srn_tcp_connect(struct srn_qp *qp, const struct ibv_qp_attr *attr)
 		return -ENOMEM;
 	memcpy(tq->dgid, attr->ah_attr.grh.dgid.raw, 16);
 	tq->dqpn = attr->dest_qp_num;
+	tq->mediated = mediated;
 	tq->dialer = srn_tcp_we_dial(qp, attr);
 	qp->tpriv = tq;
 	if (tq->dialer) {
@@ -727,6 +782,19 @@ static int srn_tcp_connect(struct srn_qp *qp, const struct ibv_qp_attr *attr)
 		free(tq);
 	}
 	return err;
+}
+
+static int srn_tcp_connect(struct srn_qp *qp, const struct ibv_qp_attr *attr)
+{
+	return srn_tcp_connect_as(qp, attr, false);
+}
+
+/* The peer QP is another user's, on this host: the same protocol, over a
+ * mediated link (srn_tcp_dial_mediated, srn_tcp_mediate). */
+static int srn_tcp_connect_mediated(struct srn_qp *qp,
+				    const struct ibv_qp_attr *attr)
+{
+	return srn_tcp_connect_as(qp, attr, true);
 }
 
 static void srn_tcp_disconnect(struct srn_qp *qp)
@@ -829,6 +897,8 @@ static const struct srn_transport_ops srn_tcp_transport_ops = {
 	.mcast = srn_udp_mcast,
 	.kick = srn_tcp_kick,
 	.adopt = srn_tcp_adopt,
+	.connect_mediated = srn_tcp_connect_mediated,
+	.mediate = srn_tcp_mediate,
 	.hooks = &srn_tcp_hooks,
 };
 

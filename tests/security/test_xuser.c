@@ -1,0 +1,259 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Two users of one host (docs/security.md, issue 13 point 3): a QP of
+ * nobody and a QP of root connect, over the mediated path (the target
+ * checks every access; no memory is shared). One role runs as nobody
+ * (setresuid after the harness forked), the other as root; each scenario
+ * runs both ways round.
+ *
+ *   write_ok_then_bad_rkey: a WRITE within the target's MR lands; a WRITE
+ *       with a wrong rkey completes with REM_ACCESS_ERR and changes nothing
+ *   out_of_bounds: a WRITE that runs past the MR's end: REM_ACCESS_ERR,
+ *       nothing changed
+ *   no_read_right: a READ of an MR without REMOTE_READ: REM_ACCESS_ERR
+ *   (every scenario) the initiator has no mapping and no descriptor of any
+ *       memfd of the target (the inodes the target finds in its own
+ *       /proc/self/maps), and the target none of the initiator's
+ *
+ * Needs root (exit 77 otherwise). Usage: test_xuser
+ */
+#define _GNU_SOURCE
+#include "harness.h"
+
+#include <dirent.h>
+#include <grp.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define T 10000
+#define LEN 8192
+#define FILL 0xa5
+#define MAX_INO 256
+#define NOBODY 65534
+
+enum scen {
+	SC_BAD_RKEY,
+	SC_BOUNDS,
+	SC_NO_READ
+};
+
+struct xu_arg {
+	enum scen sc;
+	bool nobody_is_target; /* else the initiator is nobody */
+};
+
+struct ino_list {
+	uint32_t n;
+	uint64_t ino[MAX_INO];
+};
+
+static int become_nobody(void)
+{
+	gid_t g = NOBODY;
+
+	if (setgroups(1, &g) || setresgid(NOBODY, NOBODY, NOBODY) ||
+	    setresuid(NOBODY, NOBODY, NOBODY))
+		return -1;
+	return 0;
+}
+
+/* The inodes of the memfds this process maps ("/memfd:" in its maps). */
+static void memfd_maps(struct ino_list *l)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512];
+
+	l->n = 0;
+	while (f && fgets(line, sizeof(line), f)) {
+		uint64_t ino = 0;
+
+		if (!strstr(line, "/memfd:") ||
+		    sscanf(line, "%*s %*s %*s %*s %" SCNu64, &ino) != 1)
+			continue;
+		if (l->n < MAX_INO)
+			l->ino[l->n++] = ino;
+	}
+	if (f)
+		fclose(f);
+}
+
+static bool ino_in(const struct ino_list *l, uint64_t ino)
+{
+	for (uint32_t i = 0; i < l->n; i++)
+		if (l->ino[i] == ino)
+			return true;
+	return false;
+}
+
+/* How many of the peer's memfd inodes this process maps or holds. */
+static int shared_with(const struct ino_list *peer)
+{
+	struct ino_list mine;
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+
+	memfd_maps(&mine);
+	for (uint32_t i = 0; i < mine.n; i++)
+		n += ino_in(peer, mine.ino[i]);
+	while (d && (e = readdir(d))) {
+		struct stat st;
+
+		if (e->d_name[0] != '.' &&
+		    !fstatat(dirfd(d), e->d_name, &st, 0) &&
+		    ino_in(peer, st.st_ino) && !S_ISSOCK(st.st_mode))
+			n++;
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/* Both roles: swap memfd inode lists and count what is shared. */
+static int check_no_sharing(struct chan *c)
+{
+	struct ino_list mine, peer;
+	int n;
+
+	memfd_maps(&mine);
+	REQUIRE(!chan_send(c, &mine, sizeof(mine)), "send inodes");
+	REQUIRE(!chan_recv(c, &peer, sizeof(peer)), "recv inodes");
+	n = shared_with(&peer);
+	CHECK(n == 0, "%d mappings or fds of the other user's memfds", n);
+	return t_failures;
+}
+
+static void opts(struct side_opts *o, bool target)
+{
+	side_opts_default(o);
+	o->buf_len = LEN;
+	o->retry_cnt = 1;
+	o->mr_access = target ? IBV_ACCESS_LOCAL_WRITE |
+					IBV_ACCESS_REMOTE_WRITE :
+				IBV_ACCESS_LOCAL_WRITE;
+}
+
+static int one_wr(struct side *s, enum ibv_wr_opcode op, uint32_t off,
+		  uint32_t len, uint64_t raddr, uint32_t rkey,
+		  enum ibv_wc_status want)
+{
+	struct ibv_wc wc;
+
+	REQUIRE(!post_send1(s->qp, op, s->buf + off, len, s->mr->lkey, raddr,
+			    rkey, IBV_SEND_SIGNALED, 1),
+		"post");
+	REQUIRE(!poll_one(s->cq, &wc, T), "no completion");
+	CHECK(wc.status == want, "status %s, expected %s",
+	      ibv_wc_status_str(wc.status), ibv_wc_status_str(want));
+	return t_failures;
+}
+
+static int initiator(struct chan *c, void *arg)
+{
+	struct xu_arg *a = arg;
+	struct peer_info p;
+	struct side_opts o;
+	struct side s;
+
+	opts(&o, false);
+	REQUIRE(a->nobody_is_target || !become_nobody(), "setresuid");
+	REQUIRE(!side_pair(&s, &o, c, &p), "pair");
+	memset(s.buf, 0x5a, LEN);
+	switch (a->sc) {
+	case SC_BAD_RKEY:
+		one_wr(&s, IBV_WR_RDMA_WRITE, 0, 8, p.addr, p.rkey,
+		       IBV_WC_SUCCESS);
+		one_wr(&s, IBV_WR_RDMA_WRITE, 0, 64, p.addr + 64,
+		       p.rkey ^ 0x100, IBV_WC_REM_ACCESS_ERR);
+		break;
+	case SC_BOUNDS:
+		one_wr(&s, IBV_WR_RDMA_WRITE, 0, 64, p.addr + LEN - 8, p.rkey,
+		       IBV_WC_REM_ACCESS_ERR);
+		break;
+	case SC_NO_READ:
+		one_wr(&s, IBV_WR_RDMA_READ, 0, 64, p.addr, p.rkey,
+		       IBV_WC_REM_ACCESS_ERR);
+		break;
+	}
+	check_no_sharing(c);
+	chan_barrier(c); /* the target looks at its memory */
+	side_close(&s);
+	return t_failures;
+}
+
+static int target(struct chan *c, void *arg)
+{
+	struct xu_arg *a = arg;
+	struct peer_info p;
+	struct side_opts o;
+	struct side s;
+	uint32_t from = a->sc == SC_BAD_RKEY ? 8 : 0, bad = 0;
+
+	opts(&o, true);
+	REQUIRE(!a->nobody_is_target || !become_nobody(), "setresuid");
+	REQUIRE(!side_open(&s, &o), "open");
+	memset(s.buf, FILL, LEN);
+	side_info(&s, &p);
+	REQUIRE(!chan_send(c, &p, sizeof(p)) && !chan_recv(c, &p, sizeof(p)),
+		"exchange");
+	REQUIRE(!side_connect(&s, &p, &o), "connect");
+	chan_barrier(c);
+	check_no_sharing(c);
+	chan_barrier(c);
+	for (uint32_t i = 0; i < from; i++)
+		CHECK(s.buf[i] == 0x5a, "byte %u: the valid WRITE is missing",
+		      i);
+	for (uint32_t i = from; i < LEN; i++)
+		bad += s.buf[i] != FILL;
+	CHECK(!bad, "%u bytes of the target's MR changed by refused requests",
+	      bad);
+	side_close(&s);
+	return t_failures;
+}
+
+/* Runs one scenario in a process of its own (a role drops root). */
+static int scenario(const char *name, enum scen sc, bool nobody_is_target)
+{
+	struct xu_arg a = { sc, nobody_is_target };
+	char full[128];
+	int st = 0;
+	pid_t pid;
+
+	snprintf(full, sizeof(full), "%s, %s", name,
+		 nobody_is_target ? "root -> nobody" : "nobody -> root");
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0)
+		_exit(run_roles(full, initiator, target, &a, MODE_PROCESS) ? 1 :
+									     0);
+	waitpid(pid, &st, 0);
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
+}
+
+int main(void)
+{
+	static const struct {
+		const char *name;
+		enum scen sc;
+	} s[] = { { "write_ok_then_bad_rkey", SC_BAD_RKEY },
+		  { "out_of_bounds", SC_BOUNDS },
+		  { "no_read_right", SC_NO_READ } };
+	int passed = 0, failed = 0;
+
+	if (geteuid() != 0) {
+		printf("skip: needs root (one role runs as nobody)\n");
+		return 77;
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	for (unsigned i = 0; i < sizeof(s) / sizeof(s[0]); i++)
+		for (int way = 0; way < 2; way++) {
+			if (scenario(s[i].name, s[i].sc, way))
+				failed++;
+			else
+				passed++;
+		}
+	return test_summary(passed, failed);
+}
