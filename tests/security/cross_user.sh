@@ -3,7 +3,8 @@
 # one side as root and the other as nobody, both ways round, over
 # softrnic's libibverbs.so.1. Their QPs share no memory: each side's QP
 # takes the mediated path (the target checks every access), which the
-# target's log must show. run_pair.sh judges each pair.
+# target's log must show, also with SOFTRNIC_TRANSPORT=shm or tcp.
+# run_pair.sh judges each pair.
 #   cross_user.sh RUN_PAIR     (ctest security_cross_user)
 # SOFTRNIC_LIB_DIR: the library (default build/lib); nobody must be able to
 # read it. Exit 77 (skip) when not root, or setpriv, nobody or the
@@ -49,6 +50,12 @@ pair rc_pingpong root nobody ibv_rc_pingpong -g 0 -n 200
 pair rc_pingpong nobody root ibv_rc_pingpong -g 0 -n 200
 pair write_bw root nobody ib_write_bw -d softrnic0 -x 0 -n 200
 pair read_bw nobody root ib_read_bw -d softrnic0 -x 0 -n 200
+# the mediated path is taken whatever SOFTRNIC_TRANSPORT forces (shm: no
+# TCP socket is opened at all; tcp: not through the host-wide port)
+SOFTRNIC_TRANSPORT=shm pair rc_pingpong_shm_forced root nobody \
+	ibv_rc_pingpong -g 0 -n 50
+SOFTRNIC_TRANSPORT=tcp pair rc_pingpong_tcp_forced nobody root \
+	ibv_rc_pingpong -g 0 -n 50
 
 [ $fails = 0 ] && echo "cross_user: all pairs passed"
 exit $fails

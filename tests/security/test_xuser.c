@@ -11,6 +11,10 @@
  *   out_of_bounds: a WRITE that runs past the MR's end: REM_ACCESS_ERR,
  *       nothing changed
  *   no_read_right: a READ of an MR without REMOTE_READ: REM_ACCESS_ERR
+ *   stopped_target (root -> nobody only: root may signal nobody): the
+ *       target is stopped (SIGSTOP); a WRITE to it completes with
+ *       RETRY_EXC_ERR once the RC ACK timer gives up (a unix socket has no
+ *       TCP timeouts: the timer alone must notice)
  *   (every scenario) the initiator has no mapping and no descriptor of any
  *       memfd of the target (the inodes the target finds in its own
  *       /proc/self/maps), and the target none of the initiator's
@@ -23,6 +27,7 @@
 #include <dirent.h>
 #include <grp.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -37,7 +42,8 @@
 enum scen {
 	SC_BAD_RKEY,
 	SC_BOUNDS,
-	SC_NO_READ
+	SC_NO_READ,
+	SC_STOPPED
 };
 
 struct xu_arg {
@@ -151,6 +157,39 @@ static int one_wr(struct side *s, enum ibv_wr_opcode op, uint32_t off,
 	return t_failures;
 }
 
+/* Is process pid stopped (state T in /proc/<pid>/stat)? */
+static bool stopped(pid_t pid)
+{
+	char path[64], st = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (f && fscanf(f, "%*d (%*[^)]) %c", &st) != 1)
+		st = 0;
+	if (f)
+		fclose(f);
+	return st == 'T';
+}
+
+/* SC_STOPPED, the initiator's side: the target stops itself; a WRITE
+ * then gets no answer, and the ACK timer must give up. */
+static int write_to_stopped(struct chan *c, struct side *s,
+			    const struct peer_info *p)
+{
+	int32_t pid = 0;
+	int i;
+
+	REQUIRE(!chan_recv(c, &pid, sizeof(pid)) && pid > 0, "target pid");
+	for (i = 0; i < 500 && !stopped(pid); i++)
+		usleep(10000);
+	REQUIRE(stopped(pid), "the target did not stop");
+	one_wr(s, IBV_WR_RDMA_WRITE, 0, 8, p->addr, p->rkey,
+	       IBV_WC_RETRY_EXC_ERR);
+	kill(pid, SIGCONT);
+	return t_failures;
+}
+
 static int initiator(struct chan *c, void *arg)
 {
 	struct xu_arg *a = arg;
@@ -177,6 +216,9 @@ static int initiator(struct chan *c, void *arg)
 		one_wr(&s, IBV_WR_RDMA_READ, 0, 64, p.addr, p.rkey,
 		       IBV_WC_REM_ACCESS_ERR);
 		break;
+	case SC_STOPPED:
+		write_to_stopped(c, &s, &p);
+		break;
 	}
 	check_no_sharing(c);
 	chan_barrier(c); /* the target looks at its memory */
@@ -201,8 +243,18 @@ static int target(struct chan *c, void *arg)
 		"exchange");
 	REQUIRE(!side_connect(&s, &p, &o), "connect");
 	chan_barrier(c);
+	if (a->sc == SC_STOPPED) {
+		int32_t pid = getpid();
+
+		REQUIRE(!chan_send(c, &pid, sizeof(pid)), "send pid");
+		raise(SIGSTOP); /* the initiator sends SIGCONT */
+	}
 	check_no_sharing(c);
 	chan_barrier(c);
+	if (a->sc == SC_STOPPED) { /* its WRITE may land after all */
+		side_close(&s);
+		return t_failures;
+	}
 	for (uint32_t i = 0; i < from; i++)
 		CHECK(s.buf[i] == 0x5a, "byte %u: the valid WRITE is missing",
 		      i);
@@ -255,5 +307,9 @@ int main(void)
 			else
 				passed++;
 		}
+	if (scenario("stopped_target", SC_STOPPED, true))
+		failed++;
+	else
+		passed++;
 	return test_summary(passed, failed);
 }
