@@ -15,9 +15,10 @@
  * magic and version, and are length- and range-checked by the receiver
  * (srn_ctl_classify, below, on the target side). The target serves a
  * connection only if the kernel vouches for its peer: same user or root
- * (SO_PEERCRED at accept), and, before anything but CONNECT_REQ, BYE,
- * STAT_REQ or ADOPT, the process that owns the source QPN the QP's RTR
- * attributes name. See docs/architecture.md and docs/security.md.
+ * (SO_PEERCRED at accept; another user's may only send MEDIATE), and,
+ * before anything but CONNECT_REQ, BYE, STAT_REQ, ADOPT or MEDIATE, the
+ * process that owns the source QPN the QP's RTR attributes name. See
+ * docs/architecture.md and docs/security.md.
  */
 #ifndef SRN_CTL_PROTO_H
 #define SRN_CTL_PROTO_H
