@@ -4,6 +4,8 @@
  *
  *   softrnic exec -- CMD [ARGS...]   run CMD with softrnic's libibverbs first
  *   softrnic devinfo                 show the device as softrnic sees it
+ *   softrnic daemon                  (root) hold the host's port for every
+ *                                    user: docs/security.md
  *
  * The library is found relative to this binary (see lib_dir()): installed,
  * <bindir>/softrnic and <libdir>/softrnic/libibverbs.so.1, a private
@@ -20,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <sys/socket.h>
@@ -30,7 +33,8 @@
 #include "stat_cm.h"
 #include "stat_rpc.h"
 
-static const char *const srn_cmd_names[] = { "exec", "devinfo", "stat", NULL };
+static const char *const srn_cmd_names[] = { "exec", "devinfo", "stat",
+					     "daemon", NULL };
 
 #ifndef SRN_REL_LIBDIR
 #define SRN_REL_LIBDIR "../lib/softrnic" /* from bindir; set by CMake */
@@ -97,6 +101,9 @@ static void usage(FILE *f)
 		"  devinfo                show softrnic0 (device, port, GID)\n"
 		"  stat                   list the QPs on this host and the "
 		"path each uses, and the RPC services and their counters\n"
+		"  daemon                 (root) hold the host's port and hand "
+		"each connection to the user process whose QP it is "
+		"(optional: several users reachable from other hosts)\n"
 		"  --help                 this text; COMMAND --help for one "
 		"command\n"
 		"  --version              print softrnic's version\n"
@@ -331,6 +338,83 @@ static int cmd_stat(int argc, char **argv)
 	return 0;
 }
 
+/* The pid that holds the host daemon's marker socket (root's), or -1. */
+static int hostd_pid(void)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct ucred cr = { 0 };
+	socklen_t clen = sizeof(cr);
+	int fd, len;
+
+	len = snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "%s",
+		       SRN_CTL_HOSTD_SOCK);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	if (connect(fd, (struct sockaddr *)&sa,
+		    offsetof(struct sockaddr_un, sun_path) + 1 + len) ||
+	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &clen) || cr.uid)
+		cr.pid = -1;
+	close(fd);
+	return cr.pid;
+}
+
+/*
+ * softrnic daemon: opens the device with SOFTRNIC_DAEMON=1, so that the
+ * library's own listener holds the port alone (or takes the socket systemd
+ * passed) and hands every connection over (docs/architecture.md, "The
+ * host daemon");
+ * then waits for SIGTERM or SIGINT.
+ */
+static int cmd_daemon(int argc, char **argv)
+{
+	struct ibv_device **list;
+	struct ibv_context *ctx;
+	struct verbs_api a;
+	/* socket-activated: the marker is systemd's (its pid, not ours) */
+	bool activated = getenv("LISTEN_PID") != NULL;
+	sigset_t set;
+	int n = 0, sig = 0;
+
+	if (argc > 1 && !strcmp(argv[1], "--help")) {
+		printf("usage: softrnic daemon\nRuns in the foreground, as "
+		       "root: holds the host's softrnic port (SOFTRNIC_PORT, "
+		       "or the socket systemd passes: softrnic.socket) and "
+		       "hands each connection to the process that owns its "
+		       "QP, whatever its user; the data never passes "
+		       "through it. Without it, only one user's processes "
+		       "are reachable from other hosts (docs/security.md).\n");
+		return 0;
+	}
+	if (geteuid() != 0) {
+		fprintf(stderr, "softrnic daemon: must run as root (it hands "
+				"connections to every user's QPs)\n");
+		return 1;
+	}
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigprocmask(SIG_BLOCK, &set, NULL); /* the library's threads too */
+	setenv("SOFTRNIC_DAEMON", "1", 1);
+	if (load_api(&a))
+		return 1;
+	list = a.get_list(&n);
+	ctx = list && n > 0 ? a.open(list[0]) : NULL;
+	if (!ctx ||
+	    (hostd_pid() != getpid() && !(activated && hostd_pid() > 0))) {
+		fprintf(stderr, "softrnic daemon: not listening (see the "
+				"warning above); is the port in use?\n");
+		return 1;
+	}
+	fprintf(stderr, "softrnic daemon: pid %d holds port %s\n",
+		(int)getpid(),
+		getenv("SOFTRNIC_PORT") ? getenv("SOFTRNIC_PORT") : "4791");
+	sigwait(&set, &sig);
+	a.close(ctx);
+	a.free_list(list);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
@@ -343,6 +427,8 @@ int main(int argc, char **argv)
 		return cmd_devinfo(argc - 1, argv + 1);
 	if (!strcmp(argv[1], srn_cmd_names[2]))
 		return cmd_stat(argc - 1, argv + 1);
+	if (!strcmp(argv[1], srn_cmd_names[3]))
+		return cmd_daemon(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "--version")) {
 		printf("softrnic %s\n", SRN_VERSION);
 		return 0;

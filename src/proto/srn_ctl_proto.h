@@ -38,6 +38,9 @@
 /* bound (not listening) while an XRC SRQ of that number exists: what makes
  * XRC SRQ numbers unique on the host */
 #define SRN_CTL_SRQ_SOCK_FMT "softrnic/srq/%06x"
+/* listening while `softrnic daemon` holds the host's port (root's: checked
+ * with SO_PEERCRED); every connection to it is closed at once */
+#define SRN_CTL_HOSTD_SOCK "softrnic/hostd"
 #define SRN_CTL_MAX_FDS 16
 #define SRN_CTL_QPN_MAX 0xffffffu /* QPNs are 24 bits; 0 is none */
 #define SRN_MR_MAX_CHUNKS 16

@@ -8,7 +8,9 @@
  * incoming connections over them and no daemon is needed. The process
  * that accepts reads HELLO: if it owns the destination QP it answers;
  * otherwise it passes the socket to the owner over the QP's abstract unix
- * socket (SCM_RIGHTS, SRN_CTL_TCP_ADOPT) and forgets it.
+ * socket (SCM_RIGHTS, SRN_CTL_ADOPT) and forgets it. Where several users
+ * must be reachable, the optional host daemon holds the port alone and
+ * hands every connection over that way (tcp_hostd.c).
  *
  * The responder runs on a link's receive side (tcp_link.c): it checks
  * each request (QP state and access, key, PD, access, bounds), receives
@@ -679,32 +681,69 @@ static uint32_t srn_tcp_bind_addr(void)
 	return srn_device_get()->ipv4;
 }
 
+/* The socket to listen on, or -errno: shared with the host's other
+ * processes of our user (SO_REUSEPORT), or the daemon's alone. */
+static int srn_tcp_listen_fd(const struct sockaddr_in *sa)
+{
+	int one = 1, fd, err;
+
+	if (srn_tcp_hostd_mode())
+		return srn_tcp_hostd_listen(sa);
+	fd = srn_socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+	if (bind(fd, (const struct sockaddr *)sa, sizeof(*sa)) ||
+	    listen(fd, SOMAXCONN)) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+/* We could not listen (err): say so, unless the host daemon (root's,
+ * tcp_hostd.c) holds the port: it hands our connections over. */
+static void srn_tcp_listen_failed(const char *ip, int err)
+{
+	int pid = -ENOENT;
+
+	if (err == -EADDRINUSE && !srn_tcp_hostd_mode())
+		pid = srn_tcp_hostd_pid();
+	if (pid > 0) {
+		srn_dbg("TCP %s:%u is held by the host daemon (pid %d): it "
+			"hands connections for our QPs over",
+			ip, srn_tcp_port(), pid);
+		return;
+	}
+	srn_warn("TCP %s:%u: %s; %s", ip, srn_tcp_port(), strerror(-err),
+		 srn_tcp_hostd_mode() ? "the host daemon cannot serve" :
+					"QPs of this process are reachable "
+					"from this host only");
+}
+
 /* With the progress thread: listen on the host-wide port, on the GID's
  * address, when TCP may be used at all (not with SOFTRNIC_TRANSPORT=shm).
- * Failure is not fatal (only same-host peers are then reachable). */
+ * Failure is not fatal (only same-host peers are then reachable). The
+ * daemon leaves datagrams to the processes (it could not hand them over
+ * without carrying them). */
 static void srn_tcp_listen_start(void)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET,
 				  .sin_port = htons(srn_tcp_port()),
 				  .sin_addr.s_addr = srn_tcp_bind_addr() };
 	char ip[INET_ADDRSTRLEN];
-	int one = 1, fd;
+	int fd;
 
-	srn_udp_start(); /* datagrams: whatever carries connections */
+	if (!srn_tcp_hostd_mode())
+		srn_udp_start(); /* datagrams: whatever carries connections */
 	if (!srn_transport_allowed("tcp"))
 		return;
 	inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof(ip));
-	fd = srn_socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		return;
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
-	    listen(fd, SOMAXCONN)) {
-		srn_warn("TCP %s:%u: %m; QPs of this process are reachable "
-			 "from this host only",
-			 ip, srn_tcp_port());
-		close(fd);
+	fd = srn_tcp_listen_fd(&sa);
+	if (fd < 0) {
+		srn_tcp_listen_failed(ip, fd);
 		return;
 	}
 	srn_dbg("listening on TCP %s:%u", ip, srn_tcp_port());
@@ -715,12 +754,17 @@ static void srn_tcp_listen_start(void)
 	if (srn_progress_add(&srn_tcp_listener, EPOLLIN)) {
 		close(fd);
 		srn_tcp_listener.fd = -1;
+		return;
 	}
+	if (srn_tcp_hostd_mode() && (fd = srn_tcp_hostd_mark_start()))
+		srn_warn("host daemon: marker socket @%s: %s",
+			 SRN_CTL_HOSTD_SOCK, strerror(-fd));
 }
 
 static void srn_tcp_listen_stop(void)
 {
 	srn_udp_stop();
+	srn_tcp_hostd_mark_stop();
 	if (srn_tcp_listener.fd < 0)
 		return;
 	srn_progress_del(&srn_tcp_listener);
