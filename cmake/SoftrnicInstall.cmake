@@ -18,6 +18,10 @@
 #                                     libraries (-L and -rpath)
 #   share/man/man1/softrnic.1         softrnic(1)
 #   share/doc/softrnic/README.md
+#   lib/systemd/system/softrnic.{socket,service}
+#                                     the optional host daemon (`softrnic
+#                                     daemon`, docs/security.md); not
+#                                     enabled by the package
 #
 # Tests and benchmarks have no install rules: they are never installed.
 include(${CMAKE_CURRENT_LIST_DIR}/SoftrnicDirs.cmake)
@@ -72,6 +76,27 @@ endforeach()
 
 install(FILES ${PROJECT_SOURCE_DIR}/docs/man/softrnic.1
 	DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+
+# The host daemon's systemd units (dist/systemd/): the service names the
+# tool by its installed path, written at install time like softrnic.pc.
+set(SOFTRNIC_SYSTEMD_UNITDIR lib/systemd/system CACHE STRING
+	"where the systemd units go, under the prefix")
+set(SOFTRNIC_SERVICE_FILE ${CMAKE_BINARY_DIR}/systemd/softrnic.service)
+install(CODE "
+	set(SRN_SVC_TEMPLATE \"${PROJECT_SOURCE_DIR}/dist/systemd/softrnic.service.in\")
+	set(SRN_SVC_FILE \"${SOFTRNIC_SERVICE_FILE}\")
+	set(SRN_BINDIR \"${CMAKE_INSTALL_BINDIR}\")")
+install(CODE [[
+	if(NOT IS_ABSOLUTE "${SRN_BINDIR}")
+		set(SRN_BINDIR "${CMAKE_INSTALL_PREFIX}/${SRN_BINDIR}")
+	endif()
+	file(READ "${SRN_SVC_TEMPLATE}" srn_svc)
+	string(CONFIGURE "${srn_svc}" srn_svc @ONLY)
+	file(WRITE "${SRN_SVC_FILE}" "${srn_svc}")
+]])
+install(FILES ${SOFTRNIC_SERVICE_FILE}
+	${PROJECT_SOURCE_DIR}/dist/systemd/softrnic.socket
+	DESTINATION ${SOFTRNIC_SYSTEMD_UNITDIR})
 install(FILES ${PROJECT_SOURCE_DIR}/README.md
 	DESTINATION ${CMAKE_INSTALL_DOCDIR})
 

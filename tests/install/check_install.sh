@@ -5,6 +5,7 @@
 #     (no test or benchmark binary is installed);
 #   - the libraries only in the private directory <libdir>/softrnic;
 #   - headers, softrnic.pc and the man page where they belong;
+#   - the host daemon's systemd units, the service naming the installed tool;
 #   - the tool finds its libraries by itself (no SOFTRNIC_LIB_DIR):
 #     --version, devinfo, exec -- ibv_devinfo -l shows softrnic0;
 #   - a program built with `pkg-config --cflags --libs softrnic` runs on
@@ -64,6 +65,14 @@ pc=$(cd "$prefix" && find . -name softrnic.pc)
 grep -q "^prefix=$prefix\$" "$prefix/$pc" ||
 	fail "$pc does not name the prefix $prefix: $(cat "$prefix/$pc")"
 ok "headers, ${pc#./}, man page"
+
+# The host daemon's systemd units (not enabled: nothing links them).
+units=$prefix/lib/systemd/system
+[ -f "$units/softrnic.socket" ] && [ -f "$units/softrnic.service" ] ||
+	fail "softrnic.socket and softrnic.service are not in lib/systemd/system"
+grep -qx "ExecStart=$prefix/bin/softrnic daemon" "$units/softrnic.service" ||
+	fail "softrnic.service does not run $prefix/bin/softrnic daemon: $(grep ExecStart "$units/softrnic.service")"
+ok "systemd units, ExecStart=$prefix/bin/softrnic daemon"
 
 # The tool finds its libraries relative to itself.
 unset SOFTRNIC_LIB_DIR
