@@ -39,6 +39,18 @@ static int srn_rpc_server_init_workers(struct srn_rpc_server *srv)
 	return 0;
 }
 
+/* SOFTRNIC_RPC_SPIN_US: the least a waiting worker spins before it
+ * sleeps (0 to 1 s; default 0: the budget follows the gaps alone). */
+static int64_t srn_rpc_spin_min_ns(void)
+{
+	const char *env = getenv("SOFTRNIC_RPC_SPIN_US");
+	long us = env ? strtol(env, NULL, 10) : 0;
+
+	if (us < 0)
+		us = 0;
+	return (us > 1000000 ? 1000000 : us) * 1000ll;
+}
+
 static int srn_rpc_server_setup(struct srn_rpc_server *srv,
 				const struct srn_rpc_server_attr *attr)
 {
@@ -53,6 +65,7 @@ static int srn_rpc_server_setup(struct srn_rpc_server *srv,
 		strcpy(srv->addr, srv->attr.addr);
 		srv->attr.addr = srv->addr;
 	}
+	srv->spin_min_ns = srn_rpc_spin_min_ns();
 	srv->min_workers = srv->attr.min_workers ? srv->attr.min_workers : 1;
 	srv->max_workers = srv->attr.max_workers ?
 				   srv->attr.max_workers :

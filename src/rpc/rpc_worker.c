@@ -24,11 +24,15 @@
  */
 static int64_t srn_rpc_spin_budget(const struct srn_rpc_wlocal *wl)
 {
+	int64_t b;
+
 	if (wl->gap_ns <= 0 || wl->gap_ns > 30000)
-		return 2000;
-	if (wl->gap_ns * 2 > 50000)
-		return 50000;
-	return wl->gap_ns * 2 > 2000 ? wl->gap_ns * 2 : 2000;
+		b = 2000;
+	else if (wl->gap_ns * 2 > 50000)
+		b = 50000;
+	else
+		b = wl->gap_ns * 2 > 2000 ? wl->gap_ns * 2 : 2000;
+	return b > wl->srv->spin_min_ns ? b : wl->srv->spin_min_ns;
 }
 
 /* Did the claimer die between its claim and its publish? */

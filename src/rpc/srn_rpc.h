@@ -156,6 +156,7 @@ struct srn_rpc_server {
 	bool rx_started, bound;
 	uint32_t stop; /* set once by srn_rpc_server_stop */
 	uint32_t net_spinners; /* workers polling ufd: the receiver leaves it */
+	int64_t spin_min_ns; /* SOFTRNIC_RPC_SPIN_US: a worker spins at least this */
 	uint32_t running;
 };
 
