@@ -149,6 +149,14 @@ void srn_rpc_net_spin_leave(struct srn_rpc_wlocal *wl)
 	srn_rpc_net_udp_leave(wl);
 }
 
+/* After a long handler: the socket or stream goes back to the receiver,
+ * but the worker may take it again when it next spins. */
+void srn_rpc_net_spin_pause(struct srn_rpc_wlocal *wl)
+{
+	srn_rpc_net_conn_disown(wl);
+	srn_rpc_net_udp_leave(wl);
+}
+
 /*
  * One whole record (a single, last fragment) that the stream holds, read
  * by the worker. Anything else (fragments, a record larger than the

@@ -411,7 +411,7 @@ static void srn_rpc_worker_run_call(struct srn_rpc_wlocal *wl, bool dgram)
 	wl->last_call_ns = srn_rpc_now_ns();
 	d = wl->last_call_ns - t;
 	if (d > SRN_RPC_SHORT_NS)
-		srn_rpc_net_spin_leave(wl);
+		srn_rpc_net_spin_pause(wl);
 	/* relaxed: a hint for srn_rpc_short; only this worker writes it */
 	avg = __atomic_load_n(&wl->w->ctl.svc_ns, __ATOMIC_RELAXED);
 	d = (3 * (int64_t)avg + d) / 4;

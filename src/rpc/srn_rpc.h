@@ -173,6 +173,7 @@ void srn_rpc_conn_put(struct srn_rpc_conn *c);
 bool srn_rpc_net_is_call(const uint8_t *msg, size_t len);
 void srn_rpc_net_spin_enter(struct srn_rpc_wlocal *wl);
 void srn_rpc_net_spin_leave(struct srn_rpc_wlocal *wl);
+void srn_rpc_net_spin_pause(struct srn_rpc_wlocal *wl);
 int srn_rpc_net_take(struct srn_rpc_wlocal *wl);
 void srn_rpc_net_conn_keep(struct srn_rpc_wlocal *wl);
 void srn_rpc_net_conn_drop(struct srn_rpc_wlocal *wl);
