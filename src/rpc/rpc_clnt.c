@@ -90,7 +90,6 @@ static CLIENT *srn_rpc_clnt_net(const char *name, unsigned short port,
 {
 	struct addrinfo hints = { .ai_family = AF_INET }, *ai;
 	struct sockaddr_in sin;
-	int sock = RPC_ANYSOCK;
 
 	if (!port)
 		return clnt_create(name[0] ? name : "localhost", prog, vers,
@@ -104,7 +103,7 @@ static CLIENT *srn_rpc_clnt_net(const char *name, unsigned short port,
 	sin.sin_port = htons(port);
 	if (udp)
 		return srn_rpc_clnt_udp_create(&sin, prog, vers);
-	return clnttcp_create(&sin, prog, vers, &sock, 0, 0);
+	return srn_rpc_clnt_tcp_create(&sin, prog, vers);
 }
 
 SRN_EXPORT CLIENT *srn_clnt_create(const char *host, rpcprog_t prog,

@@ -31,13 +31,8 @@
 
 struct srn_rpc_uclnt {
 	CLIENT cl;
-	int fd;
-	struct sockaddr_in to;
-	rpcprog_t prog;
-	rpcvers_t vers;
-	uint32_t xid;
-	struct timeval total, retry;
-	bool total_set;
+	struct srn_rpc_netc n;
+	struct timeval retry;
 	int64_t spin_ns; /* the reply poll's budget */
 	struct rpc_err err;
 	pthread_mutex_t lock;
@@ -58,11 +53,11 @@ static u_int srn_rpc_uclnt_encode(struct srn_rpc_uclnt *uc, rpcproc_t proc,
 	XDR x;
 
 	memset(&m, 0, sizeof(m));
-	m.rm_xid = uc->xid;
+	m.rm_xid = uc->n.xid;
 	m.rm_direction = CALL;
 	m.rm_call.cb_rpcvers = RPC_MSG_VERSION;
-	m.rm_call.cb_prog = uc->prog;
-	m.rm_call.cb_vers = uc->vers;
+	m.rm_call.cb_prog = uc->n.prog;
+	m.rm_call.cb_vers = uc->n.vers;
 	xdrmem_create(&x, (char *)uc->out, sizeof(uc->out), XDR_ENCODE);
 	if (!xdr_callhdr(&x, &m) || !xdr_u_int32_t(&x, &proc) ||
 	    !AUTH_MARSHALL(uc->cl.cl_auth, &x) || !xargs(&x, argsp))
@@ -82,7 +77,7 @@ static int srn_rpc_uclnt_decode(struct srn_rpc_uclnt *uc, size_t len,
 	if (len < sizeof(xid))
 		return -1;
 	memcpy(&xid, uc->in, sizeof(xid));
-	if (ntohl(xid) != uc->xid)
+	if (ntohl(xid) != uc->n.xid)
 		return -1;
 	memset(&r, 0, sizeof(r));
 	r.acpted_rply.ar_verf = _null_auth;
@@ -113,7 +108,7 @@ static int64_t srn_rpc_ns(struct timeval tv)
 static int srn_rpc_uclnt_recv(struct srn_rpc_uclnt *uc, xdrproc_t xres,
 			      void *resp, enum clnt_stat *st_p)
 {
-	ssize_t k = recv(uc->fd, uc->in, sizeof(uc->in), MSG_DONTWAIT);
+	ssize_t k = recv(uc->n.fd, uc->in, sizeof(uc->in), MSG_DONTWAIT);
 	int st;
 
 	if (k < 0) {
@@ -137,7 +132,7 @@ static enum clnt_stat srn_rpc_uclnt_wait(struct srn_rpc_uclnt *uc, size_t len,
 					 int64_t end)
 {
 	int64_t t0 = srn_rpc_now_ns(), now = t0, resend;
-	struct pollfd p = { .fd = uc->fd, .events = POLLIN };
+	struct pollfd p = { .fd = uc->n.fd, .events = POLLIN };
 	enum clnt_stat st = RPC_TIMEDOUT;
 	int rc;
 
@@ -148,7 +143,7 @@ static enum clnt_stat srn_rpc_uclnt_wait(struct srn_rpc_uclnt *uc, size_t len,
 			break;
 		now = srn_rpc_now_ns();
 		if (now >= resend) {
-			send(uc->fd, uc->out, len, 0); /* lost: once more */
+			send(uc->n.fd, uc->out, len, 0); /* lost: once more */
 			resend = now + srn_rpc_ns(uc->retry);
 		}
 		if (now - t0 < uc->spin_ns)
@@ -175,12 +170,12 @@ static enum clnt_stat srn_rpc_uclnt_call(CLIENT *cl, rpcproc_t proc,
 	u_int len;
 
 	pthread_mutex_lock(&uc->lock);
-	if (uc->total_set)
-		tmo = uc->total;
+	if (uc->n.total_set)
+		tmo = uc->n.total;
 	memset(&uc->err, 0, sizeof(uc->err));
-	uc->xid++;
+	uc->n.xid++;
 	len = srn_rpc_uclnt_encode(uc, proc, xargs, argsp);
-	if (len && send(uc->fd, uc->out, len, 0) != (ssize_t)len) {
+	if (len && send(uc->n.fd, uc->out, len, 0) != (ssize_t)len) {
 		uc->err.re_errno = errno;
 		st = RPC_CANTSEND;
 	} else if (len) {
@@ -211,7 +206,7 @@ static void srn_rpc_uclnt_destroy(CLIENT *cl)
 {
 	struct srn_rpc_uclnt *uc = srn_rpc_uc(cl);
 
-	close(uc->fd);
+	close(uc->n.fd);
 	pthread_mutex_destroy(&uc->lock);
 	free(uc);
 }
@@ -224,48 +219,17 @@ static bool_t srn_rpc_uclnt_control(CLIENT *cl, u_int rq, void *info)
 	if (!info && rq != CLSET_FD_CLOSE && rq != CLSET_FD_NCLOSE)
 		return FALSE;
 	switch (rq) {
-	case CLSET_TIMEOUT:
-		uc->total = *(struct timeval *)info;
-		uc->total_set = true;
-		return TRUE;
-	case CLGET_TIMEOUT:
-		*(struct timeval *)info = uc->total;
-		return TRUE;
 	case CLSET_RETRY_TIMEOUT:
 		uc->retry = *(struct timeval *)info;
 		return TRUE;
 	case CLGET_RETRY_TIMEOUT:
 		*(struct timeval *)info = uc->retry;
 		return TRUE;
-	case CLGET_SERVER_ADDR:
-		memcpy(info, &uc->to, sizeof(uc->to));
-		return TRUE;
-	case CLGET_FD:
-		*(int *)info = uc->fd;
-		return TRUE;
-	case CLGET_XID:
-		*(uint32_t *)info = uc->xid;
-		return TRUE;
-	case CLSET_XID:
-		uc->xid = *(uint32_t *)info - 1;
-		return TRUE;
-	case CLGET_PROG:
-		*(rpcprog_t *)info = uc->prog;
-		return TRUE;
-	case CLGET_VERS:
-		*(rpcvers_t *)info = uc->vers;
-		return TRUE;
-	case CLSET_PROG:
-		uc->prog = *(rpcprog_t *)info;
-		return TRUE;
-	case CLSET_VERS:
-		uc->vers = *(rpcvers_t *)info;
-		return TRUE;
 	case CLSET_FD_CLOSE:
 	case CLSET_FD_NCLOSE:
 		return TRUE;
 	}
-	return FALSE;
+	return srn_rpc_netc_control(&uc->n, rq, info);
 }
 
 static const struct clnt_ops srn_rpc_uclnt_ops = {
@@ -284,19 +248,19 @@ CLIENT *srn_rpc_clnt_udp_create(const struct sockaddr_in *to, rpcprog_t prog,
 
 	if (!uc)
 		goto fail;
-	uc->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (uc->fd < 0 ||
-	    connect(uc->fd, (const struct sockaddr *)to, sizeof(*to)) < 0) {
+	uc->n.fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (uc->n.fd < 0 ||
+	    connect(uc->n.fd, (const struct sockaddr *)to, sizeof(*to)) < 0) {
 		rpc_createerr.cf_error.re_errno = errno;
-		if (uc->fd >= 0)
-			close(uc->fd);
+		if (uc->n.fd >= 0)
+			close(uc->n.fd);
 		goto fail;
 	}
-	uc->to = *to;
-	uc->prog = prog;
-	uc->vers = vers;
-	uc->xid = (uint32_t)(getpid() ^ time(NULL)) * 2654435761u;
-	uc->total.tv_sec = 25;
+	uc->n.to = *to;
+	uc->n.prog = prog;
+	uc->n.vers = vers;
+	uc->n.xid = (uint32_t)(getpid() ^ time(NULL)) * 2654435761u;
+	uc->n.total.tv_sec = 25;
 	uc->retry.tv_sec = 1;
 	uc->spin_ns = SRN_RPC_UDP_SPIN_MAX;
 	pthread_mutex_init(&uc->lock, NULL);
