@@ -1076,6 +1076,99 @@ static void api_udp_client(void)
 		clnt_destroy(cl);
 }
 
+/* An accepted reply to xid with status st as one TCP record, or (split)
+ * in two fragments of 12 bytes; garbage: a reply cut after its direction. */
+static void fake_tcp_reply(int fd, uint32_t xid, uint32_t st, bool split,
+			   bool garbage)
+{
+	uint32_t w[8] = { 0, htonl(xid), htonl(REPLY), htonl(MSG_ACCEPTED),
+			  0, 0,		 htonl(st) };
+	size_t len = garbage ? 12 : 28;
+
+	w[0] = htonl(0x80000000u | (uint32_t)(len - 4));
+	if (!split) {
+		CHECK(write(fd, w, len) == (ssize_t)len, "fake reply");
+		return;
+	}
+	w[0] = htonl(12); /* first fragment: xid, direction, reply state */
+	CHECK(write(fd, w, 16) == 16, "fake reply, fragment 1");
+	w[3] = htonl(0x80000000u | 12);
+	CHECK(write(fd, &w[3], 16) == 16, "fake reply, fragment 2");
+}
+
+static int fake_tcp_server(unsigned short *port_p)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+	socklen_t len = sizeof(sin);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sin, sizeof(sin)) ||
+	    listen(fd, 4) || getsockname(fd, (struct sockaddr *)&sin, &len))
+		return -1;
+	*port_p = ntohs(sin.sin_port);
+	return fd;
+}
+
+static enum clnt_stat null_call(CLIENT *cl, struct timeval tmo)
+{
+	return clnt_call(cl, NULLPROC, (xdrproc_t)xdr_void, NULL,
+			 (xdrproc_t)xdr_void, NULL, tmo);
+}
+
+/* softrnic's TCP client (srn_clnt_create "tcp" with a port): a silent
+ * server gives RPC_TIMEDOUT at the call's timeout; a late reply of an
+ * earlier xid (in fragments) is skipped; an undecodable reply gives
+ * RPC_CANTDECODERES; a closed stream RPC_CANTRECV, then RPC_CANTSEND; a
+ * port nobody has fails at create with ECONNREFUSED. */
+static void api_tcp_client(void)
+{
+	struct timeval tmo = { 0, 300000 };
+	unsigned short p = 0;
+	int lfd = fake_tcp_server(&p), fd = -1;
+	char host[64];
+	uint32_t xid = 0;
+	double t0;
+	CLIENT *cl;
+
+	snprintf(host, sizeof(host), "127.0.0.1:%u", p);
+	cl = lfd >= 0 ? srn_clnt_create(host, CALC_PROG, CALC_VERS, "tcp") :
+			NULL;
+	fd = cl ? accept(lfd, NULL, NULL) : -1;
+	CHECK(cl && fd >= 0, "tcp client to a fake server");
+	if (!cl || fd < 0)
+		return;
+	clnt_control(cl, CLSET_TIMEOUT, (char *)&tmo);
+	t0 = now_s();
+	CHECK(null_call(cl, tmo) == RPC_TIMEDOUT,
+	      "silent server: RPC_TIMEDOUT");
+	CHECK(now_s() - t0 >= 0.29 && now_s() - t0 < 5,
+	      "timed out after %.2f s", now_s() - t0);
+	CHECK(clnt_control(cl, CLGET_XID, (char *)&xid), "CLGET_XID");
+	fake_tcp_reply(fd, xid, PROG_UNAVAIL, true, false); /* late */
+	fake_tcp_reply(fd, xid + 1, SUCCESS, false, false);
+	CHECK(null_call(cl, tmo) == RPC_SUCCESS,
+	      "the reply of its xid, after an earlier call's in fragments");
+	fake_tcp_reply(fd, xid + 2, SUCCESS, false, true);
+	CHECK(null_call(cl, tmo) == RPC_CANTDECODERES,
+	      "a cut reply: RPC_CANTDECODERES");
+	while (recv(fd, host, sizeof(host), MSG_DONTWAIT) > 0)
+		; /* the calls read: the close is a FIN, not a reset */
+	close(fd);
+	CHECK(null_call(cl, tmo) == RPC_CANTRECV,
+	      "the stream closed: RPC_CANTRECV");
+	CHECK(null_call(cl, tmo) == RPC_CANTSEND,
+	      "a broken stream: RPC_CANTSEND");
+	clnt_destroy(cl);
+	close(lfd); /* nobody on that port now */
+	cl = srn_clnt_create(host, CALC_PROG, CALC_VERS, "tcp");
+	CHECK(!cl && rpc_createerr.cf_stat == RPC_SYSTEMERROR &&
+		      rpc_createerr.cf_error.re_errno == ECONNREFUSED,
+	      "nobody on the port: %s", clnt_spcreateerror("create"));
+	if (cl)
+		clnt_destroy(cl);
+}
+
 /* Every API function; run, stop and destroy leave no thread behind. */
 static void test_api(void)
 {
@@ -1118,6 +1211,7 @@ static void test_api(void)
 		clnt_destroy(cl);
 	api_clnt_errors();
 	api_udp_client();
+	api_tcp_client();
 }
 
 int main(int argc, char **argv)
