@@ -2,7 +2,9 @@
 # bridge, deleted (with every process in them) when the test exits.
 #   hosts_up PREFIX NS...   NS gets 198.51.100.<its position> on the
 #                           bridge (namespace PREFIXs); returns 77 when
-#                           namespaces cannot be made here
+#                           namespaces cannot be made here. PREFIX is a
+#                           stem and the test's pid: what a killed run of
+#                           the same stem left is deleted first
 #   hosts_cut PREFIX        takes the bridge down: a silent link cut
 #   host_alone NS ADDR...   one namespace, no link: lo up with ADDRs
 # check NAME STATUS DETAIL prints ok/FAIL and counts failures in $fails.
@@ -26,9 +28,24 @@ hosts_down() {
 	done
 }
 
+# Namespaces an earlier run left when it was killed (a test runner's
+# timeout sends SIGKILL, which no trap sees): named STEM<pid><letter>, with
+# STEM the prefix without its digits, and no process of that pid alive.
+hosts_reap() {
+	local stem=${1%%[0-9]*} ns pid
+	for ns in $(ip netns list 2>/dev/null | awk '{print $1}'); do
+		[[ $ns =~ ^${stem}([0-9]+)[a-z]$ ]] || continue
+		pid=${BASH_REMATCH[1]}
+		{ [ "$pid" = "$$" ] || kill -0 "$pid" 2>/dev/null; } && continue
+		ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null
+		ip netns del "$ns" 2>/dev/null
+	done
+}
+
 hosts_up() {
 	local p=$1 n=1 ns
 	shift
+	hosts_reap "$p"
 	trap hosts_down EXIT
 	trap 'exit 143' TERM INT HUP # so that EXIT runs when a run is stopped
 	ip netns add "${p}s" 2>/dev/null || return 77
