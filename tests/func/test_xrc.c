@@ -353,6 +353,17 @@ static void tgt_info(const struct xrc_tgt *t, struct xrc_info *me)
 	ibv_query_gid(t->ctx, 1, 0, &me->gid);
 }
 
+/* The TGT's half of the exchange: its info out, the INI's QPN in; then
+ * its QP to RTS against that INI. 0 or -1. */
+static int tgt_join(struct chan *c, struct xrc_tgt *t, struct xrc_info *me,
+		    uint32_t *ini_p)
+{
+	if (chan_send(c, me, sizeof(*me)) ||
+	    chan_recv(c, ini_p, sizeof(*ini_p)))
+		return -1;
+	return xrc_connect(t->qp, *ini_p, &me->gid, true) ? -1 : 0;
+}
+
 /*
  * The initiator: the harness's side with an INI QP in place of its RC QP,
  * the target's xrc_info received, our QPN sent, the INI QP in RTS.
@@ -400,10 +411,7 @@ static int xrc_target(struct chan *c, void *arg)
 			 IBV_SEND_SIGNALED, 9) == EINVAL,
 	      "post_send on a TGT QP: EINVAL");
 	tgt_post_recvs(&t);
-	REQUIRE(!chan_send(c, &me, sizeof(me)) &&
-			!chan_recv(c, &ini, sizeof(ini)),
-		"exchange");
-	REQUIRE(!xrc_connect(t.qp, ini, &me.gid, true), "TGT to RTS");
+	REQUIRE(!tgt_join(c, &t, &me, &ini), "exchange, TGT to RTS");
 	CHECK(state_of(t.qp) == IBV_QPS_RTS, "TGT in RTS");
 	chan_barrier(c); /* 1: connected */
 	chan_barrier(c); /* 2: three SENDs and a WRITE done */
@@ -508,10 +516,7 @@ static int xrc_tgt_survives(struct chan *c, void *arg)
 	(void)arg;
 	REQUIRE(!tgt_open(&t), "setup");
 	tgt_info(&t, &me);
-	REQUIRE(!chan_send(c, &me, sizeof(me)) &&
-			!chan_recv(c, &ini, sizeof(ini)),
-		"exchange");
-	REQUIRE(!xrc_connect(t.qp, ini, &me.gid, true), "TGT to RTS");
+	REQUIRE(!tgt_join(c, &t, &me, &ini), "exchange, TGT to RTS");
 	chan_barrier(c); /* 1: connected */
 	chan_barrier(c); /* 2: the WRITE done; then the INI's process dies */
 	CHECK(!memcmp(t.buf + 2048, "written", 7), "WRITE landed");
@@ -572,10 +577,7 @@ static int xrc_fetch_tgt(struct chan *c, void *arg)
 	(void)arg;
 	REQUIRE(!tgt_open(&t), "setup");
 	tgt_info(&t, &me);
-	REQUIRE(!chan_send(c, &me, sizeof(me)) &&
-			!chan_recv(c, &ini, sizeof(ini)),
-		"exchange");
-	REQUIRE(!xrc_connect(t.qp, ini, &me.gid, true), "TGT to RTS");
+	REQUIRE(!tgt_join(c, &t, &me, &ini), "exchange, TGT to RTS");
 	chan_barrier(c); /* 1: connected, no receive posted */
 	chan_barrier(c); /* 2: posted; the initiator goes to sleep */
 	usleep(200000);
