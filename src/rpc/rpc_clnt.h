@@ -13,10 +13,10 @@ CLIENT *srn_rpc_clnt_udp_create(const struct sockaddr_in *to, rpcprog_t prog,
 CLIENT *srn_rpc_clnt_tcp_create(const struct sockaddr_in *to, rpcprog_t prog,
 				rpcvers_t vers);
 
-/* rpc_clnt_net.c: the state the UDP and TCP clients share */
-struct srn_rpc_netc {
-	int fd; /* a connected socket */
-	struct sockaddr_in to;
+/* rpc_clnt_ctl.c: the state every client of ours has */
+struct srn_rpc_cstate {
+	int fd; /* its socket (CLGET_FD) */
+	struct sockaddr_in to; /* the network clients' server */
 	rpcprog_t prog;
 	rpcvers_t vers;
 	uint32_t xid;
@@ -24,6 +24,6 @@ struct srn_rpc_netc {
 	bool total_set;
 };
 
-bool srn_rpc_netc_control(struct srn_rpc_netc *n, u_int rq, void *info);
+bool srn_rpc_cstate_control(struct srn_rpc_cstate *n, u_int rq, void *info);
 
 #endif /* SRN_RPC_CLNT_H */

@@ -23,13 +23,8 @@
 
 struct srn_rpc_clnt {
 	CLIENT cl;
-	int sock;
+	struct srn_rpc_cstate n; /* n.fd: the discovery socket */
 	struct srn_rpc_seg seg;
-	rpcprog_t prog;
-	rpcvers_t vers;
-	uint32_t xid;
-	struct timeval timeout;
-	bool timeout_set;
 	struct rpc_err err;
 	pthread_mutex_t lock;
 };
@@ -55,11 +50,11 @@ static bool_t srn_rpc_clnt_xdr_call(XDR *x, void *p)
 	struct rpc_msg m;
 
 	memset(&m, 0, sizeof(m));
-	m.rm_xid = ct->xid;
+	m.rm_xid = ct->n.xid;
 	m.rm_direction = CALL;
 	m.rm_call.cb_rpcvers = RPC_MSG_VERSION;
-	m.rm_call.cb_prog = ct->prog;
-	m.rm_call.cb_vers = ct->vers;
+	m.rm_call.cb_prog = ct->n.prog;
+	m.rm_call.cb_vers = ct->n.vers;
 	return xdr_callhdr(x, &m) && xdr_u_int32_t(x, &a->proc) &&
 	       AUTH_MARSHALL(ct->cl.cl_auth, x) && a->xargs(x, a->argsp);
 }
@@ -133,7 +128,7 @@ static enum clnt_stat srn_rpc_clnt_decode(struct srn_rpc_clnt *ct, unsigned i,
 		xdr_free(xres, resp);
 		return RPC_CANTRECV;
 	}
-	if (!ok || r.rm_xid != ct->xid)
+	if (!ok || r.rm_xid != ct->n.xid)
 		return RPC_CANTDECODERES;
 	_seterr_reply(&r, &ct->err);
 	return ct->err.re_status;
@@ -156,13 +151,13 @@ static enum clnt_stat srn_rpc_clnt_call_locked(struct srn_rpc_clnt *ct,
 	enum clnt_stat st;
 	int i, rc;
 
-	ct->xid++;
+	ct->n.xid++;
 	/* only a call that fits a slot may queue behind a running one (the
 	 * auxiliary area is the running call's) */
 	if (xdr_sizeof((xdrproc_t)(void (*)(void))srn_rpc_clnt_xdr_call, &a) <=
 	    SRN_RPC_SLOT_INLINE)
 		fl = SRN_RPC_CLAIM_BEHIND;
-	i = srn_rpc_claim(&ct->seg, ct->sock, ms, fl, &old, &n);
+	i = srn_rpc_claim(&ct->seg, ct->n.fd, ms, fl, &old, &n);
 	if (i == -EAGAIN) {
 		ct->err.re_errno = EAGAIN; /* the server's queue is full */
 		return RPC_SYSTEMERROR;
@@ -175,7 +170,7 @@ static enum clnt_stat srn_rpc_clnt_call_locked(struct srn_rpc_clnt *ct,
 		return RPC_CANTENCODEARGS;
 	}
 	srn_rpc_publish(w, n, len, flags, old);
-	rc = srn_rpc_reply_wait(w, n, ct->sock, ms);
+	rc = srn_rpc_reply_wait(w, n, ct->n.fd, ms);
 	if (rc) {
 		srn_rpc_reply_ack(w, n); /* abandoned: the slot is free */
 		return rc == -ETIMEDOUT ? RPC_TIMEDOUT : RPC_CANTRECV;
@@ -194,8 +189,8 @@ static enum clnt_stat srn_rpc_clnt_call(CLIENT *cl, rpcproc_t proc,
 	enum clnt_stat st;
 
 	pthread_mutex_lock(&ct->lock);
-	if (ct->timeout_set)
-		tmo = ct->timeout;
+	if (ct->n.total_set)
+		tmo = ct->n.total;
 	memset(&ct->err, 0, sizeof(ct->err));
 	st = srn_rpc_clnt_call_locked(ct, proc, xargs, argsp, xres, resp,
 				      srn_rpc_ms(tmo));
@@ -226,7 +221,7 @@ static void srn_rpc_clnt_destroy(CLIENT *cl)
 	if (cl->cl_auth)
 		AUTH_DESTROY(cl->cl_auth);
 	srn_rpc_seg_unmap(&ct->seg);
-	close(ct->sock);
+	close(ct->n.fd);
 	pthread_mutex_destroy(&ct->lock);
 	free(ct);
 }
@@ -235,42 +230,11 @@ static bool_t srn_rpc_clnt_control(CLIENT *cl, u_int rq, void *info)
 {
 	struct srn_rpc_clnt *ct = srn_rpc_ct(cl);
 
-	if (!info && rq != CLSET_FD_CLOSE && rq != CLSET_FD_NCLOSE)
+	if (rq == CLSET_FD_CLOSE || rq == CLSET_FD_NCLOSE)
+		return TRUE;
+	if (!info || rq == CLGET_SERVER_ADDR) /* no address: this host's */
 		return FALSE;
-	switch (rq) {
-	case CLSET_TIMEOUT:
-		ct->timeout = *(struct timeval *)info;
-		ct->timeout_set = true;
-		return TRUE;
-	case CLGET_TIMEOUT:
-		*(struct timeval *)info = ct->timeout;
-		return TRUE;
-	case CLGET_FD:
-		*(int *)info = ct->sock;
-		return TRUE;
-	case CLGET_XID:
-		*(uint32_t *)info = ct->xid;
-		return TRUE;
-	case CLSET_XID:
-		ct->xid = *(uint32_t *)info - 1;
-		return TRUE;
-	case CLGET_PROG:
-		*(rpcprog_t *)info = ct->prog;
-		return TRUE;
-	case CLGET_VERS:
-		*(rpcvers_t *)info = ct->vers;
-		return TRUE;
-	case CLSET_PROG:
-		ct->prog = *(rpcprog_t *)info;
-		return TRUE;
-	case CLSET_VERS:
-		ct->vers = *(rpcvers_t *)info;
-		return TRUE;
-	case CLSET_FD_CLOSE:
-	case CLSET_FD_NCLOSE:
-		return TRUE;
-	}
-	return FALSE;
+	return srn_rpc_cstate_control(&ct->n, rq, info);
 }
 
 static const struct clnt_ops srn_rpc_clnt_ops = {
@@ -340,16 +304,16 @@ CLIENT *srn_rpc_clnt_shm_create(rpcprog_t prog, rpcvers_t vers)
 
 	if (!ct)
 		goto fail;
-	ct->sock = srn_rpc_clnt_find(prog, vers, &memfd);
-	if (ct->sock < 0)
+	ct->n.fd = srn_rpc_clnt_find(prog, vers, &memfd);
+	if (ct->n.fd < 0)
 		goto fail;
 	if (srn_rpc_seg_map(memfd, &ct->seg))
 		goto fail_sock;
 	close(memfd);
-	ct->prog = prog;
-	ct->vers = vers;
-	ct->xid = (uint32_t)(getpid() ^ time(NULL)) * 2654435761u;
-	ct->timeout.tv_sec = 25;
+	ct->n.prog = prog;
+	ct->n.vers = vers;
+	ct->n.xid = (uint32_t)(getpid() ^ time(NULL)) * 2654435761u;
+	ct->n.total.tv_sec = 25;
 	pthread_mutex_init(&ct->lock, NULL);
 	ct->cl.cl_ops = (struct clnt_ops *)&srn_rpc_clnt_ops;
 	ct->cl.cl_auth = srn_rpc_authnone();
@@ -357,7 +321,7 @@ CLIENT *srn_rpc_clnt_shm_create(rpcprog_t prog, rpcvers_t vers)
 	ct->cl.cl_tp = "softrnic";
 	return &ct->cl;
 fail_sock:
-	close(ct->sock);
+	close(ct->n.fd);
 	close(memfd);
 fail:
 	free(ct);

@@ -32,7 +32,7 @@
 
 struct srn_rpc_tclnt {
 	CLIENT cl;
-	struct srn_rpc_netc n;
+	struct srn_rpc_cstate n;
 	bool broken; /* the stream ended or failed: every call fails */
 	int64_t spin_ns;
 	struct rpc_err err;
@@ -327,7 +327,7 @@ static bool_t srn_rpc_tclnt_control(CLIENT *cl, u_int rq, void *info)
 
 	if (rq == CLSET_FD_CLOSE || rq == CLSET_FD_NCLOSE)
 		return TRUE;
-	if (!info || !srn_rpc_netc_control(&tc->n, rq, info))
+	if (!info || !srn_rpc_cstate_control(&tc->n, rq, info))
 		return FALSE;
 	if (rq == CLSET_TIMEOUT)
 		setsockopt(tc->n.fd, SOL_SOCKET, SO_SNDTIMEO, &tc->n.total,

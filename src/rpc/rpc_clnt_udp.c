@@ -31,7 +31,7 @@
 
 struct srn_rpc_uclnt {
 	CLIENT cl;
-	struct srn_rpc_netc n;
+	struct srn_rpc_cstate n;
 	struct timeval retry;
 	int64_t spin_ns; /* the reply poll's budget */
 	struct rpc_err err;
@@ -229,7 +229,7 @@ static bool_t srn_rpc_uclnt_control(CLIENT *cl, u_int rq, void *info)
 	case CLSET_FD_NCLOSE:
 		return TRUE;
 	}
-	return srn_rpc_netc_control(&uc->n, rq, info);
+	return srn_rpc_cstate_control(&uc->n, rq, info);
 }
 
 static const struct clnt_ops srn_rpc_uclnt_ops = {

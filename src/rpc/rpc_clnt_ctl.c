@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * softrnic RPC — what softrnic's UDP and TCP clients (rpc_clnt_udp.c,
+ * softrnic RPC — what softrnic's clients (rpc_clnt_shm.c, rpc_clnt_udp.c,
  * rpc_clnt_tcp.c) share: the clnt_control requests of libtirpc's own
- * clients that concern a connected socket, a program and an xid.
+ * clients that concern a socket, a program, an xid and the timeout.
  */
 #define _GNU_SOURCE
 #include <string.h>
@@ -10,7 +10,7 @@
 #include "rpc/rpc_clnt.h"
 
 /* One request; false for those this state does not answer. */
-bool srn_rpc_netc_control(struct srn_rpc_netc *n, u_int rq, void *info)
+bool srn_rpc_cstate_control(struct srn_rpc_cstate *n, u_int rq, void *info)
 {
 	switch (rq) {
 	case CLSET_TIMEOUT:
