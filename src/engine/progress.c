@@ -51,6 +51,7 @@ __thread bool srn_in_progress_thread;
 #define SRN_PROG_DIRECT 4 /* links read directly by a polling application */
 
 static bool srn_progress_live(const struct srn_pollable *p);
+static bool srn_progress_live_since(const struct srn_pollable *p, uint64_t gen);
 
 static struct {
 	pthread_mutex_t lock; /* recursive: the progress lock */
@@ -68,6 +69,7 @@ static struct {
 	uint64_t next_wake_ns;
 	struct srn_list ctxs;
 	struct srn_list live; /* pollables in an epoll set, data set first */
+	uint64_t del_gen; /* pollables taken off live (progress lock) */
 	unsigned ndata; /* of them in the data set */
 	struct srn_list hooks; /* struct srn_progress_hooks */
 	struct srn_pollable kick, timer, data;
@@ -294,6 +296,7 @@ void srn_progress_del(struct srn_pollable *p)
 	if (p->added) {
 		epoll_ctl(srn_progress_epfd(p), EPOLL_CTL_DEL, p->fd, NULL);
 		srn_list_del(&p->plink);
+		srn_prog.del_gen++;
 		if (p->data)
 			srn_progress_ndata(-1);
 	}
@@ -411,6 +414,7 @@ static void srn_progress_run_direct(void)
 {
 	struct srn_pollable *ps[SRN_PROG_DIRECT];
 	struct srn_list *pos, *tmp;
+	uint64_t gen = srn_prog.del_gen;
 	unsigned n = 0;
 
 	srn_list_for_each_safe(pos, tmp, &srn_prog.live) {
@@ -421,8 +425,8 @@ static void srn_progress_run_direct(void)
 			break; /* the data set comes first */
 		ps[n++] = p;
 	}
-	for (unsigned i = 0; i < n; i++)
-		if (srn_progress_live(ps[i])) /* a handler may free another */
+	for (unsigned i = 0; i < n; i++) /* a handler may free another */
+		if (srn_progress_live_since(ps[i], gen))
 			ps[i]->fn(ps[i], SRN_POLL_DIRECT);
 }
 
@@ -431,6 +435,7 @@ static void srn_progress_run_direct(void)
 static int srn_progress_run_data(void)
 {
 	struct epoll_event ev[8];
+	uint64_t gen = srn_prog.del_gen;
 	int n = srn_prog.data_epfd >= 0 ?
 			epoll_wait(srn_prog.data_epfd, ev, 8, 0) :
 			0;
@@ -438,7 +443,8 @@ static int srn_progress_run_data(void)
 	for (int i = 0; i < n; i++) {
 		struct srn_pollable *p = ev[i].data.ptr;
 
-		if (srn_progress_live(p)) /* an earlier handler may free it */
+		/* an earlier handler may free it */
+		if (srn_progress_live_since(p, gen))
 			p->fn(p, ev[i].events);
 	}
 	return n > 0 ? n : 0;
@@ -548,9 +554,21 @@ static bool srn_progress_live(const struct srn_pollable *p)
 	return false;
 }
 
+/*
+ * Progress lock: p, which an epoll set returned, is still registered. The
+ * set cannot return a pollable deleted before the epoll_wait began, so if
+ * none was deleted since gen was read (under the lock, before that
+ * epoll_wait), p is live without a walk of the list.
+ */
+static bool srn_progress_live_since(const struct srn_pollable *p, uint64_t gen)
+{
+	return srn_prog.del_gen == gen || srn_progress_live(p);
+}
+
 static void *srn_progress_main(void *arg)
 {
 	struct epoll_event ev;
+	uint64_t gen = 0;
 	bool retry;
 
 	srn_in_progress_thread = true;
@@ -563,13 +581,14 @@ static void *srn_progress_main(void *arg)
 			srn_progress_unlock();
 			return NULL;
 		}
-		if (n == 1 && srn_progress_live(ev.data.ptr)) {
+		if (n == 1 && srn_progress_live_since(ev.data.ptr, gen)) {
 			struct srn_pollable *p = ev.data.ptr;
 
 			p->fn(p, ev.events);
 		}
 		retry = srn_prog.retry_pending;
 		srn_prog.retry_pending = false;
+		gen = srn_prog.del_gen; /* before the next epoll_wait */
 		srn_progress_unlock();
 		if (retry)
 			srn_progress_retry_all();
