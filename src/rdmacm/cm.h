@@ -94,6 +94,7 @@ struct srn_cm_conn {
 struct srn_cm_id {
 	struct rdma_cm_id id; /* first: what the application sees */
 	struct srn_list link; /* srn_cm.ids */
+	struct srn_list hlink; /* srn_cm.by_serial[serial % buckets] */
 	uint64_t serial; /* the epoll handle (ids may go away meanwhile) */
 	enum srn_cm_state state;
 	struct srn_cm_chan *chan;
@@ -134,9 +135,12 @@ struct srn_cm_mc {
 	bool attached; /* the id's QP is attached to mgid */
 };
 
+#define SRN_CM_ID_BUCKETS 1024 /* a power of two */
+
 struct srn_cm_global {
 	pthread_mutex_t lock;
 	struct srn_list ids;
+	struct srn_list by_serial[SRN_CM_ID_BUCKETS]; /* for the CM thread */
 	uint64_t next_serial;
 	int epfd; /* the CM thread's */
 	bool thread_up;

@@ -323,6 +323,18 @@ void srn_cm_zfree(void *ptr)
 		munmap(b, b->len);
 }
 
+/* Under srn_cm.lock: the hash bucket of a serial (made empty on first
+ * use: a static initializer cannot spell 1,024 list heads). */
+static struct srn_list *srn_cm_id_bucket(uint64_t serial)
+{
+	struct srn_list *b =
+		&srn_cm.by_serial[serial & (SRN_CM_ID_BUCKETS - 1)];
+
+	if (!b->next)
+		srn_list_init(b);
+	return b;
+}
+
 struct srn_cm_id *srn_cm_id_new(struct srn_cm_chan *c, void *context,
 				enum rdma_port_space ps,
 				enum ibv_qp_type qp_type)
@@ -351,16 +363,18 @@ struct srn_cm_id *srn_cm_id_new(struct srn_cm_chan *c, void *context,
 	pthread_cond_init(&cid->cond, NULL);
 	cid->serial = srn_cm.next_serial++;
 	srn_list_add_tail(&cid->link, &srn_cm.ids);
+	srn_list_add(&cid->hlink, srn_cm_id_bucket(cid->serial));
 	return cid;
 }
 
+/* Under srn_cm.lock: the id of an epoll handle, or NULL (freed since). */
 struct srn_cm_id *srn_cm_id_find(uint64_t serial)
 {
-	struct srn_list *pos;
+	struct srn_list *pos, *b = srn_cm_id_bucket(serial);
 	struct srn_cm_id *cid;
 
-	srn_list_for_each(pos, &srn_cm.ids) {
-		cid = srn_list_entry(pos, struct srn_cm_id, link);
+	srn_list_for_each(pos, b) {
+		cid = srn_list_entry(pos, struct srn_cm_id, hlink);
 		if (cid->serial == serial)
 			return cid;
 	}

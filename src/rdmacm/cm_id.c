@@ -70,6 +70,7 @@ static void srn_cm_id_free(struct srn_cm_id *cid)
 	while (cid->acked != cid->reported)
 		pthread_cond_wait(&cid->cond, &srn_cm.lock);
 	srn_list_del(&cid->link);
+	srn_list_del(&cid->hlink);
 	if (cid->chan && cid->chan->private)
 		srn_cm_chan_free(cid->chan);
 	free(cid->id.route.path_rec);
