@@ -19,6 +19,8 @@
 #include <infiniband/verbs.h>
 #include <libgen.h>
 #include <limits.h>
+#include <netinet/in.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +31,7 @@
 #include <sys/un.h>
 
 #include "devnode.h"
+#include "proto/srn_cm_proto.h"
 #include "proto/srn_ctl_proto.h"
 #include "stat_cm.h"
 #include "stat_rpc.h"
@@ -359,6 +362,56 @@ static int hostd_pid(void)
 	return cr.pid;
 }
 
+/* True when one of our descriptors is a stream socket listening on the
+ * CM port (the library's CM service, loaded in daemon mode). */
+static bool holds_cm_port(void)
+{
+	const char *env = getenv("SOFTRNIC_CM_PORT");
+	long port = env ? strtol(env, NULL, 10) : 0;
+	struct sockaddr_in6 sa;
+	socklen_t sl;
+	int v, fd;
+	socklen_t vl;
+
+	if (port <= 0 || port > 65535)
+		port = SRN_CM_PORT_DEFAULT;
+	for (fd = 3; fd < 1024; fd++) {
+		v = 0;
+		vl = sizeof(v);
+		sl = sizeof(sa);
+		if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &vl) || !v ||
+		    getsockname(fd, (struct sockaddr *)&sa, &sl))
+			continue;
+		/* sin_port and sin6_port are at the same offset */
+		if ((sa.sin6_family == AF_INET || sa.sin6_family == AF_INET6) &&
+		    ntohs(sa.sin6_port) == port)
+			return true;
+	}
+	return false;
+}
+
+/* Loads softrnic's librdmacm.so.1 (SOFTRNIC_DAEMON=1 set): its CM service
+ * holds the CM port at once and hands each REQ over (rdmacm/cm_hostd.c).
+ * Before the device opens: the transport's listener takes systemd's
+ * LISTEN_FDS out of the environment. 0 when it holds the port. */
+static int load_cm(void)
+{
+	char dir[PATH_MAX], lib[PATH_MAX + 32];
+
+	if (lib_dir(dir, sizeof(dir)))
+		return -1;
+	snprintf(lib, sizeof(lib), "%s/librdmacm.so.1", dir);
+	if (!dlopen(lib, RTLD_NOW | RTLD_LOCAL)) {
+		fprintf(stderr, "softrnic: %s\n", dlerror());
+		return -1;
+	}
+	if (holds_cm_port())
+		return 0;
+	fprintf(stderr, "softrnic daemon: not holding the CM port (see the "
+			"warning above); is it in use?\n");
+	return -1;
+}
+
 /*
  * softrnic daemon: opens the device with SOFTRNIC_DAEMON=1, so that the
  * library's own listener holds the port alone (or takes the socket systemd
@@ -396,7 +449,7 @@ static int cmd_daemon(int argc, char **argv)
 	sigaddset(&set, SIGINT);
 	sigprocmask(SIG_BLOCK, &set, NULL); /* the library's threads too */
 	setenv("SOFTRNIC_DAEMON", "1", 1);
-	if (load_api(&a))
+	if (load_api(&a) || load_cm())
 		return 1;
 	list = a.get_list(&n);
 	ctx = list && n > 0 ? a.open(list[0]) : NULL;
@@ -406,9 +459,13 @@ static int cmd_daemon(int argc, char **argv)
 				"warning above); is the port in use?\n");
 		return 1;
 	}
-	fprintf(stderr, "softrnic daemon: pid %d holds port %s\n",
+	fprintf(stderr,
+		"softrnic daemon: pid %d holds port %s and CM port "
+		"%s\n",
 		(int)getpid(),
-		getenv("SOFTRNIC_PORT") ? getenv("SOFTRNIC_PORT") : "4791");
+		getenv("SOFTRNIC_PORT") ? getenv("SOFTRNIC_PORT") : "4791",
+		getenv("SOFTRNIC_CM_PORT") ? getenv("SOFTRNIC_CM_PORT") :
+					     "4790");
 	sigwait(&set, &sig);
 	a.close(ctx);
 	a.free_list(list);

@@ -183,6 +183,8 @@ enum srn_cm_ep_kind {
 #define SRN_CM_PARK_POLL_MS 10 /* and looks for it this often */
 #define SRN_CM_TIMER_TICK_MS 250 /* CM timers' granularity */
 #define SRN_CM_PEND_MAX 512 /* accepted connections without a whole REQ */
+#define SRN_CM_PEND_SRC 64 /* of them from one address (host daemon) */
+#define SRN_CM_REQ_WAIT_MS 3000 /* an accepted connection's REQ, at most */
 /* RTR's min_rnr_timer: 0 (655.36 ms), what the kernel's IB CM gives RC and
  * XRC TGT QPs, so that a receiver late by a scheduling delay is retried,
  * not failed with RNR_RETRY_EXC_ERR after a few ms */
@@ -235,6 +237,8 @@ struct srn_cm_up_ops {
 void srn_cm_svc_set_up(const struct srn_cm_up_ops *ops);
 int srn_cm_svc_start(void);
 int srn_cm_listen_get(void);
+int srn_cm_listen_open(bool share);
+int srn_cm_listen_adopt(int fd);
 void srn_cm_listen_put(void);
 int srn_cm_epoll_add(int fd, uint64_t serial, enum srn_cm_ep_kind k,
 		     uint32_t events);

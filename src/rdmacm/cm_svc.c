@@ -40,7 +40,9 @@ struct srn_cm_pend {
 	int fd;
 	size_t len;
 	uint64_t deadline_ns; /* parked until then at most */
+	uint64_t read_by_ns; /* not parked: closed unless whole by then */
 	uint8_t rx[SRN_CM_MSG_SIZE] __attribute__((aligned(8))); /* a msg */
+	uint8_t src[16]; /* the peer's address (IPv4 mapped to IPv6) */
 	bool local; /* handed to this process: its port is ours */
 };
 
@@ -107,19 +109,36 @@ void srn_cm_close_conn(struct srn_cm_id *cid)
 	cid->dialing = false;
 }
 
-static int srn_cm_listen_open(void)
+/* SO_REUSEPORT when share; SO_REUSEADDR always (the connections of an
+ * earlier listener in TIME_WAIT do not keep the daemon off the port). */
+static void srn_cm_listen_opts(int fd, bool share)
+{
+	int one = 1;
+
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (share)
+		setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+}
+
+/*
+ * A stream socket listening on the CM port: shared with the host's other
+ * listening processes of our user (SO_REUSEPORT) when share, else alone
+ * (the host daemon's, cm_hostd.c). IPv6 with IPv4 mapped when the host
+ * has IPv6, else IPv4. fd or -errno.
+ */
+int srn_cm_listen_open(bool share)
 {
 	struct sockaddr_in6 sa6 = { .sin6_family = AF_INET6 };
 	struct sockaddr_in sa = { .sin_family = AF_INET };
 	uint16_t port = htobe16(srn_cm_service_port());
-	int fd, one = 1, zero = 0, ret;
+	int fd, zero = 0, ret;
 
 	sa6.sin6_port = sa.sin_port = port;
 	fd = srn_socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
 			0);
 	if (fd >= 0) {
 		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
-		setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+		srn_cm_listen_opts(fd, share);
 		if (!bind(fd, (struct sockaddr *)&sa6, sizeof(sa6)))
 			goto bound;
 		close(fd);
@@ -128,7 +147,7 @@ static int srn_cm_listen_open(void)
 	fd = srn_socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;
-	setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+	srn_cm_listen_opts(fd, share);
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)))
 		goto fail;
 bound:
@@ -141,6 +160,26 @@ fail:
 	return ret;
 }
 
+/* The listener's socket could not be opened (err): fine when the host
+ * daemon (root's, cm_hostd.c) holds the port, which hands our REQs over;
+ * -errno otherwise, said once. */
+static int srn_cm_listen_failed(int err)
+{
+	int pid = -ENOENT;
+
+	if (err == -EADDRINUSE && !srn_hostd_mode())
+		pid = srn_hostd_pid();
+	if (pid > 0) {
+		srn_dbg("rdmacm: the CM port %u is held by the host daemon "
+			"(pid %d): it hands our REQs over",
+			srn_cm_service_port(), pid);
+		return 0;
+	}
+	srn_warn("rdmacm: cannot listen on the CM port %u: %s",
+		 srn_cm_service_port(), strerror(-err));
+	return err;
+}
+
 /* One more listening id: the stream listener is open while there is one
  * (under srn_cm.lock). */
 int srn_cm_listen_get(void)
@@ -149,17 +188,27 @@ int srn_cm_listen_get(void)
 
 	if (srn_cm.listeners++ || srn_cm.lfd >= 0)
 		return 0;
-	fd = srn_cm_listen_open();
+	fd = srn_cm_listen_open(true);
 	if (fd < 0) {
-		srn_cm.listeners--;
-		srn_warn("rdmacm: cannot listen on the CM port %u: %s",
-			 srn_cm_service_port(), strerror(-fd));
-		return fd;
+		ret = srn_cm_listen_failed(fd);
+		if (ret)
+			srn_cm.listeners--;
+		return ret; /* 0: the daemon's port, our bound ports suffice */
 	}
-	ret = srn_cm_epoll_add(fd, 0, SRN_CM_EP_LISTEN, EPOLLIN);
+	ret = srn_cm_listen_adopt(fd);
+	if (ret)
+		srn_cm.listeners--;
+	return ret;
+}
+
+/* The stream listener is fd from now on (under srn_cm.lock): 0, or
+ * -errno and fd closed. */
+int srn_cm_listen_adopt(int fd)
+{
+	int ret = srn_cm_epoll_add(fd, 0, SRN_CM_EP_LISTEN, EPOLLIN);
+
 	if (ret) {
 		close(fd);
-		srn_cm.listeners--;
 		return ret;
 	}
 	srn_cm.lfd = fd;
@@ -280,8 +329,19 @@ static int srn_cm_dispatch_local(int fd, const struct srn_cm_msg *m,
 	return 0;
 }
 
+/* An accepted connection that sent no whole REQ in SRN_CM_REQ_WAIT_MS:
+ * closed (each one costs an fd and a place of SRN_CM_PEND_MAX). */
+static void srn_cm_pend_drop(struct srn_cm_pend *p)
+{
+	epoll_ctl(srn_cm.epfd, EPOLL_CTL_DEL, p->fd, NULL);
+	close(p->fd);
+	srn_list_del(&p->link);
+	srn_cm.npending--;
+	srn_cm_zfree(p);
+}
+
 /* Parked REQs: try again; the thread's next wait is short while any is
- * left. */
+ * left. Connections whose REQ is late are closed. */
 static int srn_cm_retry_parked(void)
 {
 	struct srn_list *pos, *tmp;
@@ -291,8 +351,11 @@ static int srn_cm_retry_parked(void)
 
 	srn_list_for_each_safe(pos, tmp, &srn_cm.pending) {
 		p = srn_list_entry(pos, struct srn_cm_pend, link);
-		if (!p->deadline_ns)
+		if (!p->deadline_ns) {
+			if (now >= p->read_by_ns) /* no whole REQ in time */
+				srn_cm_pend_drop(p);
 			continue;
+		}
 		if ((p->local ? srn_cm_dispatch_local : srn_cm_dispatch_req)(
 			    p->fd, (struct srn_cm_msg *)p->rx,
 			    now >= p->deadline_ns) == -EAGAIN) {
@@ -352,37 +415,90 @@ static void srn_cm_accept_pause(bool pause)
 		srn_cm.accept_paused = pause;
 }
 
-/* Accepted connections whose REQ is not read yet are capped (silent ones
- * cost an fd each); at the cap, or out of fds, accepting pauses until
- * they are fewer (srn_cm_thread). */
-static void srn_cm_on_accept(void)
+/* The host daemon serves every user of the host: one source may hold
+ * SRN_CM_PEND_SRC of the places for connections whose REQ is not read
+ * yet, so that a silent peer cannot stall the others' connections. */
+static bool srn_cm_src_room(const uint8_t *src)
+{
+	struct srn_list *pos;
+	struct srn_cm_pend *p;
+	unsigned int same = 0;
+
+	if (!srn_hostd_mode())
+		return true;
+	srn_list_for_each(pos, &srn_cm.pending) {
+		p = srn_list_entry(pos, struct srn_cm_pend, link);
+		same += !p->deadline_ns && !memcmp(p->src, src, 16);
+	}
+	return same < SRN_CM_PEND_SRC;
+}
+
+/* The peer's address of an accepted connection as 16 bytes (IPv4 mapped
+ * to IPv6). */
+static void srn_cm_src_of(const struct sockaddr_storage *ss, uint8_t *src)
+{
+	const struct sockaddr_in *sin = (const struct sockaddr_in *)ss;
+
+	memset(src, 0, 16);
+	if (ss->ss_family == AF_INET6) {
+		memcpy(src, &((const struct sockaddr_in6 *)ss)->sin6_addr, 16);
+	} else if (ss->ss_family == AF_INET) {
+		src[10] = src[11] = 0xff;
+		memcpy(src + 12, &sin->sin_addr, 4);
+	}
+}
+
+/* A connection just accepted: waits for its REQ (at most
+ * SRN_CM_REQ_WAIT_MS), or is closed at once when its source has no room.
+ * 0, or -errno when it could not be kept. */
+static int srn_cm_pend_new(int fd, const struct sockaddr_storage *ss)
 {
 	struct srn_cm_pend *p;
-	int fd, one = 1;
+	uint8_t src[16];
+	int one = 1;
+
+	srn_cm_src_of(ss, src);
+	if (!srn_cm_src_room(src))
+		return -EBUSY;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	p = srn_cm_zalloc(sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->fd = fd;
+	memcpy(p->src, src, sizeof(src));
+	p->read_by_ns = srn_now_ns() + SRN_CM_REQ_WAIT_MS * 1000000ull;
+	p->serial = srn_cm.next_serial++;
+	srn_cm.npending++;
+	srn_list_add_tail(&p->link, &srn_cm.pending);
+	if (srn_cm_epoll_add(fd, p->serial, SRN_CM_EP_PEND, EPOLLIN)) {
+		srn_list_del(&p->link);
+		srn_cm.npending--;
+		srn_cm_zfree(p);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Accepted connections whose REQ is not read yet are capped (silent ones
+ * cost an fd each, and are closed after SRN_CM_REQ_WAIT_MS); at the cap,
+ * or out of fds, accepting pauses until they are fewer (srn_cm_thread). */
+static void srn_cm_on_accept(void)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	int fd;
 
 	while (srn_cm.npending < SRN_CM_PEND_MAX) {
-		fd = accept4(srn_cm.lfd, NULL, NULL, SOCK_CLOEXEC);
+		sl = sizeof(ss);
+		fd = accept4(srn_cm.lfd, (struct sockaddr *)&ss, &sl,
+			     SOCK_CLOEXEC);
 		if (fd < 0) {
 			if (errno == EMFILE || errno == ENFILE)
 				srn_cm_accept_pause(true);
 			return;
 		}
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		p = srn_cm_zalloc(sizeof(*p));
-		if (!p) {
+		if (srn_cm_pend_new(fd, &ss))
 			close(fd);
-			continue;
-		}
-		p->fd = fd;
-		p->serial = srn_cm.next_serial++;
-		srn_cm.npending++;
-		srn_list_add_tail(&p->link, &srn_cm.pending);
-		if (srn_cm_epoll_add(fd, p->serial, SRN_CM_EP_PEND, EPOLLIN)) {
-			srn_list_del(&p->link);
-			srn_cm.npending--;
-			close(fd);
-			srn_cm_zfree(p);
-		}
 	}
 	srn_cm_accept_pause(true);
 }
@@ -575,7 +691,8 @@ static int srn_cm_wait_ms(int parked)
 {
 	if (parked || srn_cm.accept_paused || srn_cm.redials)
 		return SRN_CM_PARK_POLL_MS;
-	return srn_cm.timed ? SRN_CM_TIMER_TICK_MS : -1;
+	/* connections waiting for their REQ: their deadline */
+	return srn_cm.timed || srn_cm.npending ? SRN_CM_TIMER_TICK_MS : -1;
 }
 
 static void *srn_cm_thread(void *arg)

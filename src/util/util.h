@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "proto/srn_shm_proto.h"
 #include "util/srn_compiler.h"
@@ -56,5 +57,11 @@ void srn_kick_fd(int fd);
 /* ---- fdshare.c: one descriptor per open file received from peers ---- */
 int srn_fdshare_get(int fd, int32_t key);
 void srn_fdshare_put(int fd);
+
+/* ---- hostd.c: the optional host daemon (docs/security.md) ---- */
+struct sockaddr_un;
+bool srn_hostd_mode(void);
+socklen_t srn_hostd_addr(struct sockaddr_un *sa);
+int srn_hostd_pid(void);
 
 #endif /* SRN_UTIL_H */

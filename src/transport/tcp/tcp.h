@@ -163,11 +163,9 @@ void srn_tcp_link_stop(struct srn_tcp_link *l);
 
 /* The host daemon (tcp_hostd.c) */
 struct sockaddr_in;
-bool srn_tcp_hostd_mode(void);
 int srn_tcp_hostd_listen(const struct sockaddr_in *sa);
 int srn_tcp_hostd_mark_start(void);
 void srn_tcp_hostd_mark_stop(void);
-int srn_tcp_hostd_pid(void);
 
 /*
  * What a link's receive side hands up (tcp_link.c dispatches through it):

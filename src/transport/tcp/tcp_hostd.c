@@ -15,9 +15,10 @@
  *
  * The daemon also listens on the abstract unix socket SRN_CTL_HOSTD_SOCK,
  * a marker that says nothing (every connection is closed at once): a
- * process that finds the port taken checks that a root process holds the
- * marker (SO_PEERCRED) and then relies on the daemon instead of warning
- * that it is unreachable (docs/security.md). Under systemd both are the
+ * process that finds the port (or the rdma_cm port, which the daemon's
+ * librdmacm holds: rdmacm/cm_hostd.c) taken checks that a root process
+ * holds the marker (SO_PEERCRED, util/hostd.c) and then relies on the
+ * daemon instead of warning that it is unreachable (docs/security.md). Under systemd both are the
  * socket unit's (softrnic.socket, dist/systemd/), so they exist before the
  * daemon runs and the first connection to either starts it.
  */
@@ -35,30 +36,12 @@
 
 #include "proto/srn_ctl_proto.h"
 #include "transport/tcp/tcp.h"
+#include "util/util.h"
 
 #define SRN_HOSTD_LISTEN_FD 3 /* SD_LISTEN_FDS_START */
 #define SRN_HOSTD_MARK_BATCH 16
 
 static struct srn_pollable srn_hostd_mark = { .fd = -1 };
-
-/* True in `softrnic daemon` (SOFTRNIC_DAEMON=1). */
-bool srn_tcp_hostd_mode(void)
-{
-	const char *e = getenv("SOFTRNIC_DAEMON");
-
-	return e && !strcmp(e, "1");
-}
-
-static socklen_t srn_hostd_addr(struct sockaddr_un *sa)
-{
-	int n;
-
-	memset(sa, 0, sizeof(*sa));
-	sa->sun_family = AF_UNIX;
-	n = snprintf(sa->sun_path + 1, sizeof(sa->sun_path) - 1, "%s",
-		     SRN_CTL_HOSTD_SOCK);
-	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
-}
 
 static int srn_hostd_mark_inherited = -1; /* systemd's second socket */
 
@@ -79,7 +62,8 @@ static bool srn_hostd_is_listener(int fd, int domain, int type)
 /* The sockets systemd passed (sd_listen_fds protocol: LISTEN_PID is us,
  * LISTEN_FDS of them from fd 3; softrnic.socket): the port, an IPv4
  * listening stream socket, and optionally the marker, a listening unix
- * seqpacket socket. The port's fd; -ENOENT when nothing was passed,
+ * seqpacket socket (a third one, the CM port's, is librdmacm's, which
+ * took it before the device opened). The port's fd; -ENOENT when nothing was passed,
  * -EBADF when fd 3 is not such a socket. */
 static int srn_hostd_inherited(void)
 {
@@ -177,28 +161,4 @@ void srn_tcp_hostd_mark_stop(void)
 	srn_progress_del(&srn_hostd_mark);
 	close(srn_hostd_mark.fd);
 	srn_hostd_mark.fd = srn_hostd_mark_inherited = -1;
-}
-
-/* The pid of the root process that holds the marker (the host daemon),
- * or -errno: -ENOENT none, -EPERM one that is not root's. */
-int srn_tcp_hostd_pid(void)
-{
-	struct sockaddr_un sa;
-	socklen_t len = srn_hostd_addr(&sa), clen = sizeof(struct ucred);
-	struct ucred cr = { 0 };
-	int fd = srn_socket(AF_UNIX,
-			    SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	int err;
-
-	if (fd < 0)
-		return -errno;
-	err = connect(fd, (struct sockaddr *)&sa, len) ? -errno : 0;
-	if (!err && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &clen))
-		err = -errno;
-	close(fd);
-	if (err == -ECONNREFUSED)
-		err = -ENOENT;
-	if (!err && (cr.uid != 0 || cr.pid <= 0))
-		err = -EPERM;
-	return err ? err : cr.pid;
 }

@@ -687,7 +687,7 @@ static int srn_tcp_listen_fd(const struct sockaddr_in *sa)
 {
 	int one = 1, fd, err;
 
-	if (srn_tcp_hostd_mode())
+	if (srn_hostd_mode())
 		return srn_tcp_hostd_listen(sa);
 	fd = srn_socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
@@ -709,8 +709,8 @@ static void srn_tcp_listen_failed(const char *ip, int err)
 {
 	int pid = -ENOENT;
 
-	if (err == -EADDRINUSE && !srn_tcp_hostd_mode())
-		pid = srn_tcp_hostd_pid();
+	if (err == -EADDRINUSE && !srn_hostd_mode())
+		pid = srn_hostd_pid();
 	if (pid > 0) {
 		srn_dbg("TCP %s:%u is held by the host daemon (pid %d): it "
 			"hands connections for our QPs over",
@@ -718,9 +718,9 @@ static void srn_tcp_listen_failed(const char *ip, int err)
 		return;
 	}
 	srn_warn("TCP %s:%u: %s; %s", ip, srn_tcp_port(), strerror(-err),
-		 srn_tcp_hostd_mode() ? "the host daemon cannot serve" :
-					"QPs of this process are reachable "
-					"from this host only");
+		 srn_hostd_mode() ? "the host daemon cannot serve" :
+				    "QPs of this process are reachable "
+				    "from this host only");
 }
 
 /* With the progress thread: listen on the host-wide port, on the GID's
@@ -736,7 +736,7 @@ static void srn_tcp_listen_start(void)
 	char ip[INET_ADDRSTRLEN];
 	int fd;
 
-	if (!srn_tcp_hostd_mode())
+	if (!srn_hostd_mode())
 		srn_udp_start(); /* datagrams: whatever carries connections */
 	if (!srn_transport_allowed("tcp"))
 		return;
@@ -756,7 +756,7 @@ static void srn_tcp_listen_start(void)
 		srn_tcp_listener.fd = -1;
 		return;
 	}
-	if (srn_tcp_hostd_mode() && (fd = srn_tcp_hostd_mark_start()))
+	if (srn_hostd_mode() && (fd = srn_tcp_hostd_mark_start()))
 		srn_warn("host daemon: marker socket @%s: %s",
 			 SRN_CTL_HOSTD_SOCK, strerror(-fd));
 }
