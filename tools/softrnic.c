@@ -4,8 +4,9 @@
  *
  *   softrnic exec -- CMD [ARGS...]   run CMD with softrnic's libibverbs first
  *   softrnic devinfo                 show the device as softrnic sees it
- *   softrnic daemon                  (root) hold the host's port for every
- *                                    user: docs/security.md
+ *   softrnic daemon                  (root) hold the host's ports (verbs,
+ *                                    rdma_cm) for every user:
+ *                                    docs/security.md
  *
  * The library is found relative to this binary (see lib_dir()): installed,
  * <bindir>/softrnic and <libdir>/softrnic/libibverbs.so.1, a private
@@ -413,10 +414,10 @@ static int load_cm(void)
 }
 
 /*
- * softrnic daemon: opens the device with SOFTRNIC_DAEMON=1, so that the
- * library's own listener holds the port alone (or takes the socket systemd
- * passed) and hands every connection over (docs/architecture.md, "The
- * host daemon");
+ * softrnic daemon: loads librdmacm and opens the device with
+ * SOFTRNIC_DAEMON=1, so that the libraries' own listeners hold the CM
+ * port and the port alone (or take the sockets systemd passed) and hand
+ * every connection over (docs/architecture.md, "The host daemon");
  * then waits for SIGTERM or SIGINT.
  */
 static int cmd_daemon(int argc, char **argv)
@@ -434,9 +435,12 @@ static int cmd_daemon(int argc, char **argv)
 		       "root: holds the host's softrnic port (SOFTRNIC_PORT, "
 		       "or the socket systemd passes: softrnic.socket) and "
 		       "hands each connection to the process that owns its "
-		       "QP, whatever its user; the data never passes "
-		       "through it. Without it, only one user's processes "
-		       "are reachable from other hosts (docs/security.md).\n");
+		       "QP, whatever its user; the same for rdma_cm's port "
+		       "(SOFTRNIC_CM_PORT), each connection to the process "
+		       "listening on the rdma_cm port its REQ names; the "
+		       "data never passes through it. Without it, only one "
+		       "user's processes are reachable from other hosts "
+		       "(docs/security.md).\n");
 		return 0;
 	}
 	if (geteuid() != 0) {

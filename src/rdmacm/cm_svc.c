@@ -162,7 +162,7 @@ fail:
 
 /* The listener's socket could not be opened (err): fine when the host
  * daemon (root's, cm_hostd.c) holds the port, which hands our REQs over;
- * -errno otherwise, said once. */
+ * -errno otherwise (warned). */
 static int srn_cm_listen_failed(int err)
 {
 	int pid = -ENOENT;
