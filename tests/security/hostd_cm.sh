@@ -12,8 +12,9 @@
 #      finish (data checked, -V), a SIDR pair (udaddy, UD) of the second
 #      user too, no server warns, a REQ for a port nobody listens on is
 #      REJECTED, a connection that sends no REQ is closed after the CM's
-#      deadline, no established connection on the CM port is the daemon's
-#      and it holds no more sockets than before;
+#      deadline, one address may not hold more than 64 connections
+#      waiting for their REQ, no established connection on the CM port is
+#      the daemon's and it holds no more sockets than before;
 #   3. socket-activated (systemd-socket-activate passes both ports, as
 #      softrnic.socket does): the daemon takes the CM port's socket it was
 #      passed and both pairs finish, when that tool is installed.
@@ -174,7 +175,32 @@ r=$(ip netns exec "$B" timeout 30 bash -c \
 [ "$r" = 1 ]
 check "a connection without REQ is closed by the daemon" $? "read: '$r'"
 
-now=$(sockets $d)
+# 100 silent connections from one address: the daemon keeps 64 of them
+# waiting for their REQ (SRN_CM_PEND_SRC) and closes the others at once
+ip netns exec "$B" bash -c "for i in \$(seq 100); do
+	exec {f}<>/dev/tcp/$ipA/$CM || exit 1; done; sleep 20" &
+fl=$!
+held=0
+for _ in $(seq 1 200); do # until the kernel has no more queued for it
+	est=$(ip netns exec "$A" ss -Htnp state established "sport = :$CM")
+	held=$(grep -c "pid=$d," <<<"$est")
+	[ "$held" -gt 0 ] && ! grep -qv "users:" <<<"$est" && break
+	sleep 0.05
+done
+[ "$held" -ge 1 ] && [ "$held" -le 64 ]
+check "one address holds at most 64 connections waiting for their REQ ($held)" $? \
+	"$(ip netns exec "$A" ss -Htnp state established "sport = :$CM" | head)"
+kill $fl 2>/dev/null
+wait $fl 2>/dev/null
+
+# every connection handed over, refused or timed out: the daemon's
+# sockets are back to what they were (the silent ones above go at their
+# 3 s deadline)
+for _ in $(seq 1 200); do
+	now=$(sockets $d)
+	[ "$now" = "$base" ] && break
+	sleep 0.05
+done
 [ "$now" = "$base" ]
 check "the daemon holds no connection after the hand-offs ($now sockets, $base before)" $? \
 	"$(ls -l /proc/$d/fd)"
