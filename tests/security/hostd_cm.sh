@@ -178,9 +178,13 @@ check "a connection without REQ is closed by the daemon" $? "read: '$r'"
 # 100 silent connections from one address: the daemon keeps 64 of them
 # waiting for their REQ (SRN_CM_PEND_SRC) and closes the others at once
 ip netns exec "$B" bash -c "for i in \$(seq 100); do
-	exec {f}<>/dev/tcp/$ipA/$CM || exit 1; done; sleep 20" &
+	exec {f}<>/dev/tcp/$ipA/$CM || exit 1; done; touch $out/flood; sleep 20" &
 fl=$!
 held=0
+for _ in $(seq 1 200); do # until all 100 are connected
+	[ -e "$out/flood" ] && break
+	sleep 0.05
+done
 for _ in $(seq 1 200); do # until the kernel has no more queued for it
 	est=$(ip netns exec "$A" ss -Htnp state established "sport = :$CM")
 	held=$(grep -c "pid=$d," <<<"$est")
