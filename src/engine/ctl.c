@@ -932,6 +932,27 @@ int srn_ctl_dial(uint32_t qpn, int timeout_s)
 	return fd;
 }
 
+/*
+ * As srn_ctl_dial, for a QP that would share memory with the dialer: any
+ * other user's QP (root's too, or root dialing another user's) is -EACCES,
+ * said at debug level only: the caller takes the mediated path instead
+ * (srn_transport_connect). The dial itself asks the kernel who owns the
+ * QP, so no separate probe is needed.
+ */
+int srn_ctl_dial_own(uint32_t qpn, int timeout_s)
+{
+	struct ucred cr;
+	int fd = srn_ctl_connect(qpn, timeout_s, &cr);
+
+	if (fd >= 0 && cr.uid != geteuid()) {
+		srn_dbg("QP 0x%06x belongs to pid %d of uid %u", qpn,
+			(int)cr.pid, (unsigned)cr.uid);
+		close(fd);
+		return -EACCES;
+	}
+	return fd;
+}
+
 /* Receives MEDIATE_REP on s: the link's end, or -errno. */
 static int srn_ctl_mediate_wait(int s, uint32_t qpn)
 {

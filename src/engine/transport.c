@@ -219,39 +219,56 @@ static const struct srn_transport_ops *srn_transport_mediator(void)
 	return NULL;
 }
 
+/* qp's peer QP belongs to another user: the mediated path. 0 or -errno. */
+static int srn_transport_connect_foreign(struct srn_qp *qp,
+					 const struct ibv_qp_attr *attr,
+					 const struct srn_transport_ops **t_p)
+{
+	const struct srn_transport_ops *t = srn_transport_mediator();
+	int err;
+
+	if (!t) {
+		srn_err("QP 0x%06x belongs to another user: no transport has "
+			"a mediated path to it",
+			attr->dest_qp_num);
+		return -EACCES;
+	}
+	srn_dbg("QP 0x%06x: peer QP 0x%06x belongs to another user: mediated "
+		"path (%s)",
+		qp->ibqpx.qp_base.qp_num, attr->dest_qp_num, t->name);
+	err = t->connect_mediated(qp, attr);
+	if (!err)
+		*t_p = t;
+	return err;
+}
+
 /*
  * INIT->RTR: connects qp to its peer; *t_p: the transport it took. A peer
  * QP of this host that belongs to another user (foreign: root included,
- * no process ever maps another user's memory; srn_ctl_peer_foreign) gets
- * the mediated path, whatever SOFTRNIC_TRANSPORT says (it uses no network
- * socket); any other peer, the transport srn_transport_select picks. 0 or
+ * no process ever maps another user's memory) gets the mediated path,
+ * whatever SOFTRNIC_TRANSPORT says (it uses no network socket); any other
+ * peer, the transport srn_transport_select picks. Who owns the peer QP is
+ * learnt from that transport's own dial where it checks (one control
+ * connection per RTR), else from a probe (srn_ctl_peer_foreign). 0 or
  * -errno.
  */
 int srn_transport_connect(struct srn_qp *qp, const struct ibv_qp_attr *attr,
-			  bool foreign, const struct srn_transport_ops **t_p)
+			  const struct srn_transport_ops **t_p)
 {
 	const union ibv_gid *dgid = &attr->ah_attr.grh.dgid;
-	const struct srn_transport_ops *t;
 	int err = 0;
+	const struct srn_transport_ops *t = srn_transport_select(dgid, &err);
+	bool checks;
 
-	if (foreign) {
-		t = srn_transport_mediator();
-		if (!t) {
-			srn_err("QP 0x%06x belongs to another user: no "
-				"transport has a mediated path to it",
-				attr->dest_qp_num);
-			return -EACCES;
-		}
-		srn_dbg("QP 0x%06x: peer QP 0x%06x belongs to another user: "
-			"mediated path (%s)",
-			qp->ibqpx.qp_base.qp_num, attr->dest_qp_num, t->name);
-		err = t->connect_mediated(qp, attr);
-	} else {
-		t = srn_transport_select(dgid, &err);
-		if (!t)
-			return err;
-		err = t->connect(qp, attr);
-	}
+	if (!t)
+		return err;
+	checks = t->connect_checks_owner &&
+		 qp->ibqpx.qp_base.qp_type != IBV_QPT_XRC_RECV;
+	if (!checks && srn_ctl_peer_foreign(dgid, attr->dest_qp_num))
+		return srn_transport_connect_foreign(qp, attr, t_p);
+	err = t->connect(qp, attr);
+	if (err == -EACCES && checks)
+		return srn_transport_connect_foreign(qp, attr, t_p);
 	if (!err)
 		*t_p = t;
 	return err;

@@ -45,6 +45,10 @@ struct srn_transport_ops {
 	bool (*reaches)(const union ibv_gid *dgid);
 	/* INIT->RTR: attach to the peer QP (dest GID, QPN). 0 or -errno. */
 	int (*connect)(struct srn_qp *qp, const struct ibv_qp_attr *attr);
+	/* connect returns -EACCES, and only then, when the peer QP (of this
+	 * host) belongs to another user; it has not attached to it. Not for
+	 * an XRC TGT QP, which dials nobody. */
+	bool connect_checks_owner;
 	/* Detach; called with sq_lock held. Idempotent. */
 	void (*disconnect)(struct srn_qp *qp);
 	/*
@@ -137,7 +141,7 @@ void srn_transport_kick(struct srn_qp *qp);
 int srn_transport_adopt(struct srn_qp *qp, int fd, const void *hello,
 			size_t len);
 int srn_transport_connect(struct srn_qp *qp, const struct ibv_qp_attr *attr,
-			  bool foreign, const struct srn_transport_ops **t_p);
+			  const struct srn_transport_ops **t_p);
 int srn_transport_mediate(struct srn_qp *qp, int fd, uint32_t src_qpn,
 			  const void *hello, size_t len);
 

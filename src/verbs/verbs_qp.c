@@ -153,11 +153,7 @@ static int srn_qp_attach(struct srn_qp *qp, const struct ibv_qp_attr *attr)
 		qp->tops = &srn_ud_ops; /* each datagram chooses its own */
 		return 0;
 	}
-	err = srn_transport_connect(
-		qp, attr,
-		srn_ctl_peer_foreign(&attr->ah_attr.grh.dgid,
-				     attr->dest_qp_num),
-		&t);
+	err = srn_transport_connect(qp, attr, &t);
 	if (!err)
 		qp->tops = t;
 	return err;

@@ -445,10 +445,14 @@ int srn_shm_ctl_connect(struct srn_peer *p, uint32_t dqpn)
 	p->qpn = dqpn;
 	snprintf(p->desc_wait, sizeof(p->desc_wait),
 		 "shm qpn 0x%06x (not ready: connecting)", dqpn);
-	p->conn.fd = srn_ctl_dial(dqpn, SRN_SHM_CTL_TIMEOUT_S);
+	/* a connected QP shares memory: its peer must be our user's (the
+	 * mediated path otherwise, srn_transport_connect) */
+	p->conn.fd = p->datagram ?
+			     srn_ctl_dial(dqpn, SRN_SHM_CTL_TIMEOUT_S) :
+			     srn_ctl_dial_own(dqpn, SRN_SHM_CTL_TIMEOUT_S);
 	if (p->conn.fd < 0) {
 		err = p->conn.fd;
-		if (err == -EACCES) /* another user's: srn_ctl_dial said so */
+		if (err == -EACCES) /* another user's (said at debug level) */
 			return err;
 		srn_err("QP 0x%06x: no QP 0x%06x on this host (%s)",
 			p->qp->ibqpx.qp_base.qp_num, dqpn, strerror(-err));

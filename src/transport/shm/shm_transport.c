@@ -389,6 +389,7 @@ static const struct srn_transport_ops srn_shm_transport_ops = {
 	.rank = 0, /* preferred wherever it reaches */
 	.reaches = srn_shm_reaches,
 	.connect = srn_shm_connect,
+	.connect_checks_owner = true, /* srn_shm_ctl_connect's dial */
 	.disconnect = srn_shm_disconnect,
 	.execute = srn_shm_execute,
 	.describe = srn_shm_describe,
