@@ -242,32 +242,35 @@ static int srn_transport_connect_foreign(struct srn_qp *qp,
 	return err;
 }
 
+/* Does t's connect find out itself whether qp's peer QP is another
+ * user's (-EACCES)? Else the caller asks first (srn_ctl_peer_foreign). */
+bool srn_transport_checks_owner(const struct srn_transport_ops *t,
+				const struct srn_qp *qp)
+{
+	return t->connect_checks_owner &&
+	       qp->ibqpx.qp_base.qp_type != IBV_QPT_XRC_RECV;
+}
+
 /*
- * INIT->RTR: connects qp to its peer; *t_p: the transport it took. A peer
- * QP of this host that belongs to another user (foreign: root included,
- * no process ever maps another user's memory) gets the mediated path,
- * whatever SOFTRNIC_TRANSPORT says (it uses no network socket); any other
- * peer, the transport srn_transport_select picks. Who owns the peer QP is
- * learnt from that transport's own dial where it checks (one control
- * connection per RTR), else from a probe (srn_ctl_peer_foreign). 0 or
- * -errno.
+ * INIT->RTR: connects qp to its peer through t (srn_transport_select's
+ * choice); *t_p: the transport it took. A peer QP of this host that
+ * belongs to another user (foreign: root included, no process ever maps
+ * another user's memory) gets the mediated path, whatever
+ * SOFTRNIC_TRANSPORT says (it uses no network socket). Who owns the peer
+ * QP is learnt from t's own dial where it checks (one control connection
+ * per RTR: srn_transport_checks_owner), else the caller found out before
+ * (foreign). 0 or -errno.
  */
 int srn_transport_connect(struct srn_qp *qp, const struct ibv_qp_attr *attr,
+			  const struct srn_transport_ops *t, bool foreign,
 			  const struct srn_transport_ops **t_p)
 {
-	const union ibv_gid *dgid = &attr->ah_attr.grh.dgid;
-	int err = 0;
-	const struct srn_transport_ops *t = srn_transport_select(dgid, &err);
-	bool checks;
+	int err;
 
-	if (!t)
-		return err;
-	checks = t->connect_checks_owner &&
-		 qp->ibqpx.qp_base.qp_type != IBV_QPT_XRC_RECV;
-	if (!checks && srn_ctl_peer_foreign(dgid, attr->dest_qp_num))
+	if (foreign)
 		return srn_transport_connect_foreign(qp, attr, t_p);
 	err = t->connect(qp, attr);
-	if (err == -EACCES && checks)
+	if (err == -EACCES && srn_transport_checks_owner(t, qp))
 		return srn_transport_connect_foreign(qp, attr, t_p);
 	if (!err)
 		*t_p = t;

@@ -140,7 +140,10 @@ void srn_transport_qp_destroy(struct srn_qp *qp);
 void srn_transport_kick(struct srn_qp *qp);
 int srn_transport_adopt(struct srn_qp *qp, int fd, const void *hello,
 			size_t len);
+bool srn_transport_checks_owner(const struct srn_transport_ops *t,
+				const struct srn_qp *qp);
 int srn_transport_connect(struct srn_qp *qp, const struct ibv_qp_attr *attr,
+			  const struct srn_transport_ops *t, bool foreign,
 			  const struct srn_transport_ops **t_p);
 int srn_transport_mediate(struct srn_qp *qp, int fd, uint32_t src_qpn,
 			  const void *hello, size_t len);

@@ -147,13 +147,22 @@ SRN_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 static int srn_qp_attach(struct srn_qp *qp, const struct ibv_qp_attr *attr)
 {
 	const struct srn_transport_ops *t = NULL;
+	bool foreign;
 	int err;
 
 	if (qp->ibqpx.qp_base.qp_type == IBV_QPT_UD) {
 		qp->tops = &srn_ud_ops; /* each datagram chooses its own */
 		return 0;
 	}
-	err = srn_transport_connect(qp, attr, &t);
+	t = srn_transport_select(&attr->ah_attr.grh.dgid, &err);
+	if (!t)
+		return err;
+	/* where the transport's dial cannot tell whether the peer QP is
+	 * another user's, ask first (a probe of its control socket) */
+	foreign = !srn_transport_checks_owner(t, qp) &&
+		  srn_ctl_peer_foreign(&attr->ah_attr.grh.dgid,
+				       attr->dest_qp_num);
+	err = srn_transport_connect(qp, attr, t, foreign, &t);
 	if (!err)
 		qp->tops = t;
 	return err;
