@@ -45,6 +45,24 @@
 #define SRN_CTL_TIMEOUT_S 5
 #define SRN_CTL_WARN_NS 1000000000ull /* refusals: one warning a second */
 
+/*
+ * Another user's connections (docs/security.md, "Another user on the same
+ * host"): each may send one request, MEDIATE. Until it has, at most
+ * SRN_CTL_FOREIGN_MAX of them are open in this process, at most
+ * SRN_CTL_FOREIGN_PER_UID of one uid, each for SRN_CTL_FOREIGN_TIMEOUT_NS.
+ * A connection that ends without a link served (refused, a bad message,
+ * silent past its deadline, gone) costs its uid a token of a bucket of
+ * SRN_CTL_REFUSE_BURST, one back every SRN_CTL_REFUSE_NS; while it is
+ * empty, that uid's connections are closed as soon as accepted, unread.
+ */
+#define SRN_CTL_FOREIGN_MAX 64
+#define SRN_CTL_FOREIGN_PER_UID 8
+#define SRN_CTL_FOREIGN_TIMEOUT_NS 3000000000ull
+#define SRN_CTL_REFUSE_BURST 16
+#define SRN_CTL_REFUSE_NS (1000000000ull / 32) /* 32 a second */
+#define SRN_CTL_UIDS 128 /* uids remembered at once */
+#define SRN_CTL_PAUSE_NS 100000000ull /* out of fds: accept again then */
+
 struct srn_ctl_conn {
 	struct srn_pollable pl;
 	struct srn_qp *qp; /* the target QP */
@@ -55,6 +73,10 @@ struct srn_ctl_conn {
 	bool foreign; /* another user's (not root): MEDIATE only */
 	bool connected; /* a peer QP attached (srn_ctl_conn_attach) */
 	bool bye;
+	bool served; /* a foreign conn's request was served (or the QP went) */
+	struct srn_ctl_uid *fuid; /* a foreign conn's uid, until its close */
+	struct srn_list flink; /* on srn_ctl_foreign while fuid is set */
+	uint64_t deadline_ns; /* a foreign conn is closed then */
 	/* a request the QP could not answer before RTR (srn_ctl_conn_defer),
 	 * under srn_ctl_defer_lock; once the QP is there the conn goes on
 	 * srn_ctl_ready and our progress thread dispatches it again
@@ -71,6 +93,31 @@ static struct srn_list srn_ctl_ready = SRN_LIST_INIT(srn_ctl_ready);
 /* srn_ctl_ready has entries: our progress thread wakes on this eventfd
  * (its own: a kick of the progress thread would also sweep every QP) */
 static struct srn_pollable srn_ctl_wake = { .fd = -1 };
+
+/*
+ * Another user's, by uid (progress lock, as all that follows). A slot is
+ * free when no conn of its uid is open and its bucket is full again. The
+ * bucket is a theoretical arrival time (GCRA): each refusal moves tat_ns
+ * SRN_CTL_REFUSE_NS on from max(tat_ns, now); empty while tat_ns is
+ * SRN_CTL_REFUSE_BURST refusals ahead of now.
+ */
+struct srn_ctl_uid {
+	uid_t uid;
+	unsigned conns;
+	uint64_t tat_ns;
+};
+
+static struct srn_ctl_uid srn_ctl_uids[SRN_CTL_UIDS];
+static unsigned srn_ctl_nforeign; /* foreign conns open */
+static struct srn_list srn_ctl_foreign = SRN_LIST_INIT(srn_ctl_foreign);
+/* listeners paused out of fds (their pl.link), accepting again at
+ * srn_ctl_resume_ns */
+static struct srn_list srn_ctl_paused = SRN_LIST_INIT(srn_ctl_paused);
+static uint64_t srn_ctl_resume_ns;
+/* what the caps did, for the debug log (srn_ctl_foreign_log) */
+static struct {
+	uint64_t capped, limited, expired, refused, logged_ns, sum;
+} srn_ctl_fstat;
 
 /* Set by transports when the library is loaded, read-only afterwards. */
 static srn_ctl_handler_fn *srn_ctl_handlers[SRN_CTL_XSRQ_REP + 1];
@@ -457,8 +504,103 @@ void srn_ctl_bye(int fd)
 
 /* ---- target side ---- */
 
+/* At most once a second, what the caps on other users' connections did
+ * (debug level: srn_ctl_refused already warns about refusals). */
+static void srn_ctl_foreign_log(uint64_t now)
+{
+	uint64_t sum = srn_ctl_fstat.capped + srn_ctl_fstat.limited +
+		       srn_ctl_fstat.expired + srn_ctl_fstat.refused;
+
+	if (sum == srn_ctl_fstat.sum ||
+	    now - srn_ctl_fstat.logged_ns < SRN_CTL_WARN_NS)
+		return;
+	srn_ctl_fstat.sum = sum;
+	srn_ctl_fstat.logged_ns = now;
+	srn_dbg("control connections of other users: %u open, closed so "
+		"far %llu unread over the caps, %llu unread rate-limited, "
+		"%llu unserved (%llu of them silent past the deadline)",
+		srn_ctl_nforeign, (unsigned long long)srn_ctl_fstat.capped,
+		(unsigned long long)srn_ctl_fstat.limited,
+		(unsigned long long)srn_ctl_fstat.refused,
+		(unsigned long long)srn_ctl_fstat.expired);
+}
+
+/* uid's slot: its own, or a free one (NULL: none free). */
+static struct srn_ctl_uid *srn_ctl_uid_slot(uid_t uid, uint64_t now)
+{
+	struct srn_ctl_uid *spare = NULL;
+
+	for (unsigned i = 0; i < SRN_CTL_UIDS; i++) {
+		struct srn_ctl_uid *u = &srn_ctl_uids[i];
+		bool used = u->conns || u->tat_ns > now;
+
+		if (used && u->uid == uid)
+			return u;
+		if (!used && !spare)
+			spare = u;
+	}
+	if (spare)
+		*spare = (struct srn_ctl_uid){ .uid = uid };
+	return spare;
+}
+
+/*
+ * May another user's connection from uid be served now? Its slot, or NULL
+ * (over a cap, or its uid's bucket is empty): the caller closes it unread.
+ */
+static struct srn_ctl_uid *srn_ctl_foreign_admit(uid_t uid, uint64_t now)
+{
+	struct srn_ctl_uid *u = NULL;
+
+	if (srn_ctl_nforeign < SRN_CTL_FOREIGN_MAX)
+		u = srn_ctl_uid_slot(uid, now);
+	if (!u || u->conns >= SRN_CTL_FOREIGN_PER_UID) {
+		srn_ctl_fstat.capped++;
+		u = NULL;
+	} else if (u->tat_ns >=
+		   now + SRN_CTL_REFUSE_BURST * SRN_CTL_REFUSE_NS) {
+		srn_ctl_fstat.limited++;
+		u = NULL;
+	}
+	srn_ctl_foreign_log(now);
+	return u;
+}
+
+/* c, another user's, is served within the caps until its close. */
+static void srn_ctl_foreign_add(struct srn_ctl_conn *c, struct srn_ctl_uid *u,
+				uint64_t now)
+{
+	c->fuid = u;
+	u->conns++;
+	srn_ctl_nforeign++;
+	c->deadline_ns = now + SRN_CTL_FOREIGN_TIMEOUT_NS;
+	srn_list_add_tail(&c->flink, &srn_ctl_foreign);
+	srn_progress_wake_at(c->deadline_ns); /* srn_ctl_hook_work */
+}
+
+/* c closes: out of the caps; a link not served costs its uid a token. */
+static void srn_ctl_foreign_put(struct srn_ctl_conn *c)
+{
+	struct srn_ctl_uid *u = c->fuid;
+	uint64_t now;
+
+	if (!u)
+		return;
+	srn_list_del(&c->flink);
+	c->fuid = NULL;
+	u->conns--;
+	srn_ctl_nforeign--;
+	if (c->served)
+		return;
+	now = srn_now_ns();
+	u->tat_ns = (u->tat_ns > now ? u->tat_ns : now) + SRN_CTL_REFUSE_NS;
+	srn_ctl_fstat.refused++;
+	srn_ctl_foreign_log(now);
+}
+
 static void srn_ctl_conn_close(struct srn_ctl_conn *c)
 {
+	srn_ctl_foreign_put(c);
 	srn_ctl_defer_drop(c);
 	srn_progress_del(&c->pl);
 	pthread_mutex_lock(&c->qp->conn_lock);
@@ -528,6 +670,7 @@ static void srn_ctl_on_mediate(struct srn_ctl_conn *c,
 {
 	int sv[2], err = srn_ctl_conn_owns(c, m->src_qpn);
 
+	c->served = err == -EAGAIN; /* not verified now: no refusal */
 	if (err) {
 		srn_ctl_mediate_rep(c, err, -1);
 		return;
@@ -539,6 +682,7 @@ static void srn_ctl_on_mediate(struct srn_ctl_conn *c,
 	}
 	err = srn_transport_mediate(c->qp, sv[0], m->src_qpn, m->hello,
 				    m->hello_len);
+	c->served = !err;
 	if (err)
 		close(sv[0]);
 	srn_ctl_mediate_rep(c, err, sv[1]);
@@ -637,6 +781,26 @@ static void srn_ctl_on_conn(struct srn_pollable *pl, uint32_t events)
 }
 
 /*
+ * accept on listener pl failed with err. Out of fds or memory, pl would be
+ * readable again at once: it is not listened to until SRN_CTL_PAUSE_NS
+ * later (srn_ctl_hook_work), its queue waiting in the kernel meanwhile.
+ */
+static void srn_ctl_listen_pause(struct srn_pollable *pl, int err, uint64_t now)
+{
+	if (err != -EMFILE && err != -ENFILE && err != -ENOBUFS &&
+	    err != -ENOMEM)
+		return;
+	if (!srn_list_empty(&pl->link) || srn_progress_mod(pl, 0))
+		return;
+	srn_list_add_tail(&pl->link, &srn_ctl_paused);
+	srn_ctl_resume_ns = now + SRN_CTL_PAUSE_NS;
+	srn_progress_wake_at(srn_ctl_resume_ns);
+	srn_ctl_refused("control connections: %s: not accepted for %llu ms",
+			strerror(-err),
+			(unsigned long long)(SRN_CTL_PAUSE_NS / 1000000));
+}
+
+/*
  * A new connection to qp's socket. The kernel says whose process it is:
  * our user's or root's is served (srn_ctl_classify's rules), another
  * user's may only ask for a mediated link (srn_ctl_dispatch).
@@ -644,14 +808,22 @@ static void srn_ctl_on_conn(struct srn_pollable *pl, uint32_t events)
 static void srn_ctl_on_accept(struct srn_pollable *pl, uint32_t events)
 {
 	struct srn_qp *qp = pl->priv;
+	struct srn_ctl_uid *fu = NULL;
+	uint64_t now = srn_now_ns();
 	struct srn_ctl_conn *c;
 	struct ucred cr;
 	int fd = accept4(pl->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-	int err;
+	int err = fd < 0 ? -errno : srn_ctl_peercred(fd, &cr);
 
-	if (fd < 0)
+	if (fd < 0) {
+		srn_ctl_listen_pause(pl, err, now);
 		return;
-	err = srn_ctl_peercred(fd, &cr);
+	}
+	if (!err && !srn_ctl_uid_ok(cr.uid)) {
+		fu = srn_ctl_foreign_admit(cr.uid, now);
+		if (!fu)
+			err = -EUSERS; /* closed unread */
+	}
 	if (err) {
 		srn_ctl_refused("QP 0x%06x: control connection refused: %s",
 				qp->ibqpx.qp_base.qp_num, strerror(-err));
@@ -666,7 +838,9 @@ static void srn_ctl_on_accept(struct srn_pollable *pl, uint32_t events)
 	c->qp = qp;
 	c->pid = cr.pid;
 	c->uid = cr.uid;
-	c->foreign = !srn_ctl_uid_ok(cr.uid);
+	c->foreign = fu != NULL;
+	if (fu)
+		srn_ctl_foreign_add(c, fu, now);
 	c->kick_fd = -1;
 	c->def_fd = -1;
 	srn_list_init(&c->ready_link);
@@ -770,6 +944,7 @@ void srn_ctl_unlisten(struct srn_qp *qp)
 
 	srn_progress_lock();
 	if (qp->listener) {
+		srn_list_del(&qp->listener->link); /* srn_ctl_paused */
 		srn_progress_del(qp->listener);
 		close(qp->listener->fd);
 		free(qp->listener);
@@ -780,6 +955,7 @@ void srn_ctl_unlisten(struct srn_qp *qp)
 			container_of(pos, struct srn_ctl_conn, pl.link);
 
 		srn_ctl_bye(c->pl.fd);
+		c->served = true; /* our QP went: no refusal */
 		srn_ctl_conn_close(c);
 	}
 	srn_progress_unlock();
@@ -880,8 +1056,63 @@ static void srn_ctl_stop(void)
 	srn_ctl_wake.fd = -1;
 }
 
+/* Progress lock: listeners paused out of fds listen again when due. */
+static void srn_ctl_resume(uint64_t now)
+{
+	struct srn_list *pos, *tmp;
+
+	if (now < srn_ctl_resume_ns) {
+		srn_progress_wake_at(srn_ctl_resume_ns);
+		return;
+	}
+	srn_list_for_each_safe(pos, tmp, &srn_ctl_paused) {
+		struct srn_pollable *pl =
+			container_of(pos, struct srn_pollable, link);
+
+		srn_list_del(&pl->link);
+		if (srn_progress_mod(pl, EPOLLIN))
+			srn_warn("a control socket listens no more: %m");
+	}
+}
+
+/* Progress lock (the timer, a kick or an idle poll): other users'
+ * connections that said nothing by their deadline are closed; the timer
+ * is asked for the next deadline (srn_progress_wake_at keeps only the
+ * earliest). */
+static void srn_ctl_hook_work(bool idle)
+{
+	uint64_t now, next = 0;
+	struct srn_list *pos, *tmp;
+
+	if (srn_list_empty(&srn_ctl_foreign) && srn_list_empty(&srn_ctl_paused))
+		return;
+	now = srn_now_ns();
+	if (!srn_list_empty(&srn_ctl_paused))
+		srn_ctl_resume(now);
+	srn_list_for_each_safe(pos, tmp, &srn_ctl_foreign) {
+		struct srn_ctl_conn *c =
+			container_of(pos, struct srn_ctl_conn, flink);
+
+		if (c->deadline_ns > now) {
+			if (!next || c->deadline_ns < next)
+				next = c->deadline_ns;
+			continue;
+		}
+		srn_ctl_refused("QP 0x%06x: pid %d of uid %u said nothing in "
+				"%llu s: closed",
+				c->qp->ibqpx.qp_base.qp_num, (int)c->pid,
+				(unsigned)c->uid,
+				SRN_CTL_FOREIGN_TIMEOUT_NS / 1000000000ull);
+		srn_ctl_fstat.expired++;
+		srn_ctl_conn_close(c);
+	}
+	if (next)
+		srn_progress_wake_at(next);
+}
+
 static struct srn_progress_hooks srn_ctl_hooks = { .start = srn_ctl_start,
-						   .stop = srn_ctl_stop };
+						   .stop = srn_ctl_stop,
+						   .work = srn_ctl_hook_work };
 
 __attribute__((constructor)) static void srn_ctl_init(void)
 {
@@ -979,14 +1210,9 @@ static int srn_ctl_mediate_wait(int s, uint32_t qpn)
 	return err;
 }
 
-/*
- * Asks QP qpn of this host, another user's, for a mediated link: our QP
- * src_qpn (its owner checks with the kernel that we own it) says hello
- * (the transport's first message, len bytes). The link's end, a blocking
- * unix stream socket, or -errno (-ECONNREFUSED: no such QP).
- */
-int srn_ctl_mediate(uint32_t qpn, uint32_t src_qpn, const void *hello,
-		    size_t len, int timeout_s)
+/* One MEDIATE request (srn_ctl_mediate): the link's end or -errno. */
+static int srn_ctl_mediate_once(uint32_t qpn, uint32_t src_qpn,
+				const void *hello, size_t len, int timeout_s)
 {
 	struct srn_ctl_mediate m = {
 		.hdr = { SRN_CTL_MAGIC, SRN_CTL_VERSION, SRN_CTL_MEDIATE, 0,
@@ -1014,6 +1240,35 @@ int srn_ctl_mediate(uint32_t qpn, uint32_t src_qpn, const void *hello,
 		return -errno;
 	}
 	return fd;
+}
+
+/*
+ * Asks QP qpn of this host, another user's, for a mediated link: our QP
+ * src_qpn (its owner checks with the kernel that we own it) says hello
+ * (the transport's first message, len bytes). The link's end, a blocking
+ * unix stream socket, or -errno (-ECONNREFUSED: no such QP). A connection
+ * closed unanswered was over the target's caps on our user's connections
+ * (others of ours are asking too, or flooding): asked again, waiting a
+ * little longer each time, for timeout_s in all.
+ */
+int srn_ctl_mediate(uint32_t qpn, uint32_t src_qpn, const void *hello,
+		    size_t len, int timeout_s)
+{
+	uint64_t end = srn_now_ns() + (uint64_t)timeout_s * 1000000000ull;
+	useconds_t pause = 10000;
+	int fd;
+
+	for (;;) {
+		fd = srn_ctl_mediate_once(qpn, src_qpn, hello, len, timeout_s);
+		if ((fd != -ECONNRESET && fd != -EPIPE) ||
+		    srn_now_ns() + pause * 1000ull >= end)
+			return fd;
+		srn_dbg("QP 0x%06x: MEDIATE closed unanswered: again in %u ms",
+			qpn, (unsigned)(pause / 1000));
+		usleep(pause);
+		if (pause < 200000)
+			pause *= 2;
+	}
 }
 
 /* Passes a connection a transport accepted to the process that owns QP
