@@ -1114,9 +1114,32 @@ static struct srn_progress_hooks srn_ctl_hooks = { .start = srn_ctl_start,
 						   .stop = srn_ctl_stop,
 						   .work = srn_ctl_hook_work };
 
+/* In a forked child: the parent's connections are not ours to count
+ * (the child's copies are never served: srn_progress_atfork_child). */
+static void srn_ctl_atfork_child(void)
+{
+	struct srn_list *pos, *tmp;
+
+	srn_list_for_each_safe(pos, tmp, &srn_ctl_foreign) {
+		struct srn_ctl_conn *c =
+			container_of(pos, struct srn_ctl_conn, flink);
+
+		srn_list_init(&c->flink);
+		c->fuid = NULL;
+	}
+	srn_list_for_each_safe(pos, tmp, &srn_ctl_paused)
+		srn_list_init(
+			pos); /* a listener's pl.link (srn_ctl_unlisten) */
+	srn_list_init(&srn_ctl_foreign);
+	srn_list_init(&srn_ctl_paused);
+	srn_ctl_nforeign = 0;
+	memset(srn_ctl_uids, 0, sizeof(srn_ctl_uids));
+}
+
 __attribute__((constructor)) static void srn_ctl_init(void)
 {
 	srn_progress_hooks_add(&srn_ctl_hooks);
+	pthread_atfork(NULL, NULL, srn_ctl_atfork_child);
 }
 
 /* A blocking connection to QP qpn's control socket, with send and receive
