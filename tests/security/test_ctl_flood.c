@@ -19,6 +19,10 @@
  *     is asked again), nobody still connects a QP to a new QP of the
  *     victim's process over the mediated path, and its WRITE lands
  *
+ * And out of fds (scenario emfile): a process whose fds ran out has
+ * connections queued on its QP's control socket: its CPU time over 2 s
+ * stays well under the time (the listener pauses rather than spinning).
+ *
  * Needs root (exit 77 otherwise). Usage: test_ctl_flood
  */
 #define _GNU_SOURCE
@@ -29,6 +33,9 @@
 #include <grp.h>
 #include <poll.h>
 #include <stdlib.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -404,9 +411,107 @@ static int target(struct chan *c, void *arg)
 	return t_failures;
 }
 
+/* CPU seconds pid has used (utime + stime of /proc/<pid>/stat). */
+static double cpu_s(pid_t pid)
+{
+	unsigned long ut = 0, st = 0;
+	char path[64], buf[1024], *p;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY);
+	n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	p = strrchr(buf, ')'); /* then state, fields 4..13, utime, stime */
+	if (!p || sscanf(p + 2,
+			 "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u "
+			 "%lu %lu",
+			 &ut, &st) != 2)
+		return -1;
+	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* The victim of scenario emfile: a QP, then no fd left; waits. */
+static void emfile_victim(int to, int from)
+{
+	struct rlimit rl = { 0 };
+	struct side_opts o;
+	struct side s;
+	uint32_t qpn;
+	char x;
+
+	side_opts_default(&o);
+	o.buf_len = LEN;
+	if (side_open(&s, &o))
+		_exit(1);
+	qpn = s.qp->qp_num;
+	getrlimit(RLIMIT_NOFILE, &rl);
+	rl.rlim_cur = 256;
+	if (setrlimit(RLIMIT_NOFILE, &rl))
+		_exit(1);
+	while (open("/dev/null", O_RDONLY) >= 0)
+		;
+	if (write(to, &qpn, sizeof(qpn)) != sizeof(qpn))
+		_exit(1);
+	if (read(from, &x, 1) < 0) /* until the test is done */
+		_exit(1);
+	_exit(0);
+}
+
+/* Connections queue on the control socket of a process out of fds. */
+static int emfile(void)
+{
+	int to[2], from[2], fds[8], failed = 0;
+	double c0, c1, t0;
+	uint32_t qpn;
+	pid_t pid;
+
+	if (pipe(to) || pipe(from))
+		return 1;
+	pid = fork();
+	if (pid == 0) {
+		close(to[0]);
+		close(from[1]); /* its read ends when we close ours */
+		emfile_victim(to[1], from[0]);
+	}
+	close(to[1]);
+	close(from[0]);
+	if (read(to[0], &qpn, sizeof(qpn)) != sizeof(qpn)) {
+		printf("FAIL emfile: no victim\n");
+		return 1;
+	}
+	for (unsigned i = 0; i < 8; i++)
+		fds[i] = flood_connect(qpn, now_s() + 10);
+	c0 = cpu_s(pid);
+	t0 = now_s();
+	sleep(2);
+	c1 = cpu_s(pid);
+	t0 = now_s() - t0;
+	printf("emfile: the victim used %.2f s of CPU in %.2f s\n", c1 - c0,
+	       t0);
+	if (c0 < 0 || fds[7] < 0 || c1 - c0 > t0 / 4) {
+		printf("FAIL emfile: the victim spins out of fds\n");
+		failed = 1;
+	} else {
+		printf("ok   emfile\n");
+	}
+	for (unsigned i = 0; i < 8; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	close(from[1]);
+	waitpid(pid, NULL, 0);
+	close(to[0]);
+	return failed;
+}
+
 int main(void)
 {
-	int st = 0, failed;
+	int st = 0, failed, efail;
 	pid_t fl;
 
 	if (geteuid() != 0) {
@@ -414,6 +519,7 @@ int main(void)
 		return 77;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	efail = emfile(); /* first: its victim forks from no verbs */
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, g.xchan) || pipe(g.to_fl) ||
 	    pipe(g.from_fl))
 		return 1;
@@ -435,5 +541,5 @@ int main(void)
 		       st);
 		failed++;
 	}
-	return test_summary(!failed, failed);
+	return test_summary(!failed + !efail, failed + efail);
 }
