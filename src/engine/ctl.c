@@ -21,7 +21,8 @@
  * before it has attached a connection may only ask to attach, say BYE,
  * ask for STAT, hand off a connection or ask for a mediated link
  * (srn_ctl_classify). The abstract socket has no file permissions: these
- * checks are all there is.
+ * checks are all there is. Another user's connections are also capped,
+ * given a deadline and rate-limited per uid (srn_ctl_foreign_admit).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -46,8 +47,8 @@
 #define SRN_CTL_WARN_NS 1000000000ull /* refusals: one warning a second */
 
 /*
- * Another user's connections (docs/security.md, "Another user on the same
- * host"): each may send one request, MEDIATE. Until it has, at most
+ * Another user's connections (docs/security.md, "Same host: the control
+ * socket", point 7): each may send one request, MEDIATE. Until it has, at most
  * SRN_CTL_FOREIGN_MAX of them are open in this process, at most
  * SRN_CTL_FOREIGN_PER_UID of one uid, each for SRN_CTL_FOREIGN_TIMEOUT_NS.
  * A connection that ends without a link served (refused, a bad message,
