@@ -64,6 +64,8 @@ struct srn_pollable {
 	struct srn_list link; /* owner's list (e.g. a QP's conns) */
 	struct srn_list plink; /* the progress thread's live list */
 	bool added;
+	int reg_fd; /* the fd as srn_progress_add put it in its epoll set: an
+		     * owner may set fd to -1 before srn_progress_del */
 	bool data; /* in the data set (links of socket transports), see
 		    * progress.c */
 };

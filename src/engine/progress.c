@@ -70,6 +70,7 @@ static struct {
 	struct srn_list ctxs;
 	struct srn_list live; /* pollables in an epoll set, data set first */
 	uint64_t del_gen; /* pollables taken off live (progress lock) */
+	bool del_lost; /* an EPOLL_CTL_DEL failed (progress lock) */
 	unsigned ndata; /* of them in the data set */
 	struct srn_list hooks; /* struct srn_progress_hooks */
 	struct srn_pollable kick, timer, data;
@@ -208,6 +209,7 @@ int srn_progress_add(struct srn_pollable *p, uint32_t events)
 		err = -errno;
 	if (!err) {
 		p->added = true;
+		p->reg_fd = p->fd;
 		if (p->data) { /* the data set first: srn_progress_run_direct */
 			srn_list_add(&p->plink, &srn_prog.live);
 			srn_progress_ndata(1);
@@ -294,7 +296,15 @@ void srn_progress_del(struct srn_pollable *p)
 {
 	srn_progress_lock();
 	if (p->added) {
-		epoll_ctl(srn_progress_epfd(p), EPOLL_CTL_DEL, p->fd, NULL);
+		/* a registration that cannot be taken back (its fd closed
+		 * while a copy of the file lives on) may still report p:
+		 * from then on every event is checked against the live list */
+		if (epoll_ctl(srn_progress_epfd(p), EPOLL_CTL_DEL, p->reg_fd,
+			      NULL)) {
+			srn_dbg("progress: fd %d not taken out of its epoll set: %m",
+				p->reg_fd);
+			srn_prog.del_lost = true;
+		}
 		srn_list_del(&p->plink);
 		srn_prog.del_gen++;
 		if (p->data)
@@ -558,11 +568,13 @@ static bool srn_progress_live(const struct srn_pollable *p)
  * Progress lock: p, which an epoll set returned, is still registered. The
  * set cannot return a pollable deleted before the epoll_wait began, so if
  * none was deleted since gen was read (under the lock, before that
- * epoll_wait), p is live without a walk of the list.
+ * epoll_wait), p is live without a walk of the list; unless a deletion
+ * ever failed to take a pollable out of its set (srn_progress_del).
  */
 static bool srn_progress_live_since(const struct srn_pollable *p, uint64_t gen)
 {
-	return srn_prog.del_gen == gen || srn_progress_live(p);
+	return (srn_prog.del_gen == gen && !srn_prog.del_lost) ||
+	       srn_progress_live(p);
 }
 
 static void *srn_progress_main(void *arg)
