@@ -20,32 +20,10 @@
 # Exit 77 (skip) without root, namespaces, setpriv or ibverbs-utils.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-lib=${SOFTRNIC_LIB_DIR:-$here/../../build/lib}
-tool=$(dirname "$lib")/bin/softrnic
-[ "$(id -u)" = 0 ] || { echo "skip: needs root (namespaces, users)"; exit 77; }
-for c in ibv_rc_pingpong setpriv ss; do
-	command -v $c >/dev/null || { echo "skip: $c missing"; exit 77; }
-done
-id nobody >/dev/null 2>&1 && id daemon >/dev/null 2>&1 ||
-	{ echo "skip: users nobody and daemon needed"; exit 77; }
-p=srnhd$$
-A=${p}a B=${p}b
-. "$here/../lib/hosts.sh"
-hosts_up $p $B $A || { echo "skip: cannot create namespaces"; exit 77; }
-ipA=198.51.100.2 ipB=198.51.100.1
-out=$(mktemp -d)
-chmod 755 "$out"
-trap 'hosts_down; rm -rf "$out"' EXIT
+HOSTD_CMDS="ibv_rc_pingpong" HOSTD_TAG=srnhd
+. "$here/hostd_lib.sh"
 PP="ibv_rc_pingpong -g 0 -c -e -n 200"
 
-on() { # ns ip user cmd...: as user (its uid, gid and no other group),
-	# softrnic first, TCP between the hosts; exec, so that $! is its pid
-	local ns=$1 ip=$2 u=$3
-	shift 3
-	exec ip netns exec "$ns" setpriv --reuid "$(id -u "$u")" \
-		--regid "$(id -g "$u")" --clear-groups env LD_LIBRARY_PATH="$lib" \
-		SOFTRNIC_IP="$ip" SOFTRNIC_TRANSPORT=tcp "$@"
-}
 wait_listen() { # port: until something in A listens on TCP port
 	for _ in $(seq 1 200); do
 		ip netns exec "$A" ss -Htln "sport = :$1" | grep -q . && return 0
@@ -69,9 +47,6 @@ pairs() { # tag limit1 limit2
 }
 finished() { # tag n: pair n (1 nobody, 2 daemon) finished, data checked
 	grep -q "iters in" "$out/$1.srv$2" && grep -q "iters in" "$out/$1.cli$2"
-}
-sockets() { # pid: its socket descriptors
-	ls -l /proc/"$1"/fd 2>/dev/null | grep -c 'socket:'
 }
 
 echo "-- without the daemon"

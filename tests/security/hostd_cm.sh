@@ -21,32 +21,10 @@
 # Exit 77 (skip) without root, namespaces, setpriv or rdmacm-utils.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-lib=${SOFTRNIC_LIB_DIR:-$here/../../build/lib}
-tool=$(dirname "$lib")/bin/softrnic
-[ "$(id -u)" = 0 ] || { echo "skip: needs root (namespaces, users)"; exit 77; }
-for c in rping udaddy setpriv ss; do
-	command -v $c >/dev/null || { echo "skip: $c missing"; exit 77; }
-done
-id nobody >/dev/null 2>&1 && id daemon >/dev/null 2>&1 ||
-	{ echo "skip: users nobody and daemon needed"; exit 77; }
-p=srnhc$$
-A=${p}a B=${p}b
-. "$here/../lib/hosts.sh"
-hosts_up $p $B $A || { echo "skip: cannot create namespaces"; exit 77; }
-ipA=198.51.100.2 ipB=198.51.100.1
-out=$(mktemp -d)
-chmod 755 "$out"
-trap 'hosts_down; rm -rf "$out"' EXIT
+HOSTD_CMDS="rping udaddy" HOSTD_TAG=srnhc
+. "$here/hostd_lib.sh"
 CM=4790
 
-on() { # ns ip user cmd...: as user (its uid, gid and no other group),
-	# softrnic first, TCP between the hosts; exec, so that $! is its pid
-	local ns=$1 ip=$2 u=$3
-	shift 3
-	exec ip netns exec "$ns" setpriv --reuid "$(id -u "$u")" \
-		--regid "$(id -g "$u")" --clear-groups env LD_LIBRARY_PATH="$lib" \
-		SOFTRNIC_IP="$ip" SOFTRNIC_TRANSPORT=tcp "$@"
-}
 bound() { # pid ps port: until pid holds rdma_cm port (its hand-off
 	# socket) or ends
 	for _ in $(seq 1 200); do
@@ -85,9 +63,6 @@ pairs() { # tag
 finished() { # tag n: pair n (1 nobody, 2 daemon) exchanged its pings
 	grep -q "rdma-ping-2" "$out/$1.srv$2" &&
 		grep -q "rdma-ping-2" "$out/$1.cli$2"
-}
-sockets() { # pid: its socket descriptors
-	ls -l /proc/"$1"/fd 2>/dev/null | grep -c 'socket:'
 }
 wait_all() { # tag: waits for the pairs; r1 r2 q1 q2 their exit codes
 	wait $c1
