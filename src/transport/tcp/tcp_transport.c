@@ -712,6 +712,7 @@ static int srn_tcp_connect_dial(struct srn_qp *qp, struct srn_tcp_qp *tq,
 static void srn_tcp_connect_wait(struct srn_qp *qp, struct srn_tcp_qp *tq)
 {
 	struct srn_list *pos, *tmp, refused = SRN_LIST_INIT(refused);
+	bool owned;
 
 	snprintf(tq->desc, sizeof(tq->desc),
 		 "tcp (waiting for qpn 0x%06x to connect)", tq->dqpn);
@@ -733,6 +734,9 @@ static void srn_tcp_connect_wait(struct srn_qp *qp, struct srn_tcp_qp *tq)
 		srn_list_del(&l->pl.link);
 		srn_list_add_tail(&l->pl.link, &refused);
 	}
+	/* read while conn_lock is held, as by every writer of peer_link: the
+	 * receive side may set it as soon as the locks are dropped */
+	owned = tq->peer_link != NULL;
 	pthread_mutex_unlock(&qp->conn_lock);
 	srn_list_for_each_safe(pos, tmp, &refused) {
 		struct srn_tcp_link *l =
@@ -743,7 +747,7 @@ static void srn_tcp_connect_wait(struct srn_qp *qp, struct srn_tcp_qp *tq)
 		srn_tcp_link_free(l);
 	}
 	srn_progress_unlock();
-	if (tq->peer_link)
+	if (owned)
 		srn_progress_request_retry(); /* its requests can go now */
 }
 
