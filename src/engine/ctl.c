@@ -27,6 +27,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -236,8 +237,20 @@ bool srn_ctl_peer_foreign(const union ibv_gid *dgid, uint32_t qpn)
 	return !err && cr.uid != geteuid();
 }
 
+/* Has the process at the other end of c closed its end (what it sent may
+ * still be queued)? */
+static bool srn_ctl_conn_gone(const struct srn_ctl_conn *c)
+{
+	struct pollfd pfd = { .fd = srn_ctl_conn_fd(c), .events = POLLRDHUP };
+
+	return poll(&pfd, 1, 0) == 1 &&
+	       (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
 /* Does the process at the other end of c own QP src_qpn (the kernel says
- * so)? 0, -EAGAIN (its backlog is full: not verified now) or -EPERM. */
+ * so)? 0, -EAGAIN (its backlog is full: not verified now) or -EPERM. A
+ * claimer that has hung up already destroyed its QP (a request read
+ * late): refused all the same, said at debug level only. */
 static int srn_ctl_conn_owns(struct srn_ctl_conn *c, uint32_t src_qpn)
 {
 	uint32_t qpn = c->qp->ibqpx.qp_base.qp_num;
@@ -246,7 +259,11 @@ static int srn_ctl_conn_owns(struct srn_ctl_conn *c, uint32_t src_qpn)
 
 	if (err == -EAGAIN)
 		return -EAGAIN;
-	if (err)
+	if (err && srn_ctl_conn_gone(c))
+		srn_dbg("QP 0x%06x: pid %d, gone, claimed QP 0x%06x, which "
+			"nobody owns now: refused",
+			qpn, (int)c->pid, src_qpn);
+	else if (err)
 		srn_ctl_refused("QP 0x%06x: pid %d claims QP 0x%06x, which "
 				"nobody owns (%s): refused",
 				qpn, (int)c->pid, src_qpn, strerror(-err));

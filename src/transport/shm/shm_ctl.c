@@ -81,8 +81,13 @@ static void srn_shm_on_connect(struct srn_ctl_conn *c,
 		fds[n++] = qp->srq->seg.fd;
 		rep.fd_mask |= 1u << SRN_REPFD_SRQ;
 	}
-	if (srn_ctl_sendmsg(srn_ctl_conn_fd(c), &rep, sizeof(rep), fds, n))
-		srn_warn("QP 0x%06x: connect reply failed", rep.qpn);
+	err = srn_ctl_sendmsg(srn_ctl_conn_fd(c), &rep, sizeof(rep), fds, n);
+	if (err == -EPIPE || err == -ECONNRESET) /* the asker is gone */
+		srn_dbg("QP 0x%06x: connect reply: %s", rep.qpn,
+			strerror(-err));
+	else if (err)
+		srn_warn("QP 0x%06x: connect reply failed: %s", rep.qpn,
+			 strerror(-err));
 }
 
 static void srn_shm_on_mr_req(struct srn_ctl_conn *c,
