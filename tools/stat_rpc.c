@@ -91,7 +91,7 @@ static void rpc_print_workers(const struct srn_rpc_seg_hdr *h)
 	printf("  worker state    calls      spins      sleeps   wakeups  "
 	       "timeouts behind   parks  handler_us direct\n");
 	for (i = 0; i < h->nworkers; i++, w++) {
-		const struct srn_rpc_wstat *s = &w->ctl.stat;
+		const struct srn_rpc_wstat *s = &w->cnt.stat;
 
 		st = SRN_RPC_SCHED_STATE(w->ctl.sched);
 		if (st == SRN_RPC_OFF && s->calls == 0)
@@ -128,7 +128,7 @@ static int rpc_print(unsigned long prog, unsigned long vers, const char *name)
 		return -1;
 	w = (const void *)(h + 1);
 	for (i = 0; i < h->nworkers; i++)
-		calls += w[i].ctl.stat.calls;
+		calls += w[i].cnt.stat.calls;
 	for (i = 0; i < SRN_RPC_QUEUE_LEN; i++)
 		q += h->queue[i] != 0;
 	printf("0x%08lx %-4lu %-8u %u/%-5u %u/%-4u %-10llu %-8llu %-8llu "

@@ -24,7 +24,7 @@
 #include <stdint.h>
 
 #define SRN_RPC_MAGIC 0x43505253u /* "SRPC" little endian */
-#define SRN_RPC_VERSION 2
+#define SRN_RPC_VERSION 3
 
 /* Two 64-byte lines: the adjacent-line prefetcher moves them in pairs. */
 #define SRN_RPC_LINE 128
@@ -78,8 +78,9 @@ struct srn_rpc_slot {
 			   * receive: the worker waits in futex for a call
 			   * queued behind (srn_rpc_worker_await_behind) */
 	uint32_t aux_gen; /* transmit: aux generation the reply was written in */
+	uint32_t pid; /* receive: the caller's pid (a hint for the worker) */
 	uint32_t ack; /* transmit: the caller is done with reply number ack */
-	uint8_t rsvd[SRN_RPC_SLOT_CTL - 24];
+	uint8_t rsvd[SRN_RPC_SLOT_CTL - 28];
 	uint8_t data[SRN_RPC_SLOT_INLINE];
 };
 static_assert(sizeof(struct srn_rpc_slot) == SRN_RPC_SLOT_SIZE, "slot size");
@@ -99,9 +100,11 @@ struct srn_rpc_wstat {
 };
 
 /*
- * A worker's control line pair: its state and call number (sched, claimed
- * by CAS), the auxiliary-area generation (a seqlock: odd while the worker
- * writes a reply there), its handler time and counters.
+ * A worker's control line pair, the line a caller and the worker both
+ * write once per call: its state and call number (sched, claimed by CAS),
+ * the auxiliary-area generation (a seqlock: odd while the worker writes a
+ * reply there) and its handler time. Nothing the worker reads between a
+ * call's publish and its reply lives here.
  */
 struct srn_rpc_wctl {
 	uint64_t sched; /* SRN_RPC_SCHED(enum srn_rpc_wstate, n) */
@@ -109,16 +112,23 @@ struct srn_rpc_wctl {
 	uint32_t owner; /* pid of the claimer of call n (a hint) */
 	uint32_t owner_behind; /* pid of the caller of call n + 1 (a hint) */
 	uint32_t svc_ns; /* handler time, moving average (ns) */
-	struct srn_rpc_wstat stat;
-	uint8_t rsvd[SRN_RPC_LINE - 24 - sizeof(struct srn_rpc_wstat)];
+	uint8_t rsvd[SRN_RPC_LINE - 24];
 };
 static_assert(sizeof(struct srn_rpc_wctl) == SRN_RPC_LINE, "wctl size");
 
+/* A worker's counters, on a line pair only the worker writes. */
+struct srn_rpc_wcount {
+	struct srn_rpc_wstat stat;
+	uint8_t rsvd[SRN_RPC_LINE - sizeof(struct srn_rpc_wstat)];
+};
+static_assert(sizeof(struct srn_rpc_wcount) == SRN_RPC_LINE, "wcount size");
+
 struct srn_rpc_worker {
 	struct srn_rpc_wctl ctl;
+	struct srn_rpc_wcount cnt;
 	struct srn_rpc_slot rx[2];
 	struct srn_rpc_slot tx[2];
-	uint8_t pad[8192 - SRN_RPC_LINE - 4 * SRN_RPC_SLOT_SIZE];
+	uint8_t pad[8192 - 2 * SRN_RPC_LINE - 4 * SRN_RPC_SLOT_SIZE];
 };
 static_assert(sizeof(struct srn_rpc_worker) == 8192, "worker size");
 static_assert(offsetof(struct srn_rpc_worker, rx) % SRN_RPC_LINE == 0,

@@ -422,6 +422,7 @@ void srn_rpc_publish(struct srn_rpc_worker *w, uint32_t n, uint32_t len,
 
 	s->len = len;
 	s->flags = flags;
+	s->pid = srn_rpc_self();
 	/* release: the message before seq; pairs with the acquire in
 	 * srn_rpc_load_acquire (srn_rpc_worker_wait) */
 	__atomic_store_n(&s->seq, n, __ATOMIC_RELEASE);
@@ -532,8 +533,18 @@ void srn_rpc_reply_publish(struct srn_rpc_worker *w, uint32_t n, uint32_t len,
 void srn_rpc_reply_ack(struct srn_rpc_worker *w, uint32_t n)
 {
 	/* release: our reads of the reply before the ack; pairs with the
-	 * acquire in srn_rpc_load_acquire (srn_rpc_tx_wait_ack) */
+	 * acquire in srn_rpc_ack_read */
 	__atomic_store_n(&w->tx[n & 1].ack, n, __ATOMIC_RELEASE);
+}
+
+/* The last acknowledged reply of transmit slot i (the ack stays in the
+ * transmit slot: on the receive slot, which the worker reads anyway, it
+ * made a round trip 0.15 us slower here, measured). */
+uint32_t srn_rpc_ack_read(const struct srn_rpc_worker *w, unsigned i)
+{
+	/* acquire: pairs with the release in srn_rpc_reply_ack (the
+	 * caller's reads of the reply before we overwrite it) */
+	return __atomic_load_n(&w->tx[i & 1].ack, __ATOMIC_ACQUIRE);
 }
 
 /*

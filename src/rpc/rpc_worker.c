@@ -123,7 +123,7 @@ static void srn_rpc_worker_idle(struct srn_rpc_wlocal *wl)
 					SRN_RPC_SCHED(SRN_RPC_PARKED, wl->n),
 					false, __ATOMIC_RELAXED,
 					__ATOMIC_RELAXED))
-		wl->w->ctl.stat.parks++;
+		wl->w->cnt.stat.parks++;
 }
 
 /* SPINNING -> SLEEPING by CAS, then futex waits; a timeout is no call. */
@@ -141,11 +141,11 @@ static int srn_rpc_worker_sleep(struct srn_rpc_wlocal *wl,
 		    st, &cur, SRN_RPC_SCHED(SRN_RPC_SLEEPING, wl->n), false,
 		    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 		return srn_rpc_worker_await_claimed(wl, s);
-	wl->w->ctl.stat.sleeps++;
+	wl->w->cnt.stat.sleeps++;
 	for (;;) {
 		v = srn_rpc_load_acquire(&s->seq);
 		if (v == wl->n) {
-			wl->w->ctl.stat.wakeups++;
+			wl->w->cnt.stat.wakeups++;
 			return 0;
 		}
 		if (srn_rpc_stopping(wl->srv))
@@ -153,7 +153,7 @@ static int srn_rpc_worker_sleep(struct srn_rpc_wlocal *wl,
 		tmo = wl->idle_timeouts > 20 ? 1000000000 : 100000000;
 		if (srn_rpc_futex_wait(&s->seq, v, tmo) != -ETIMEDOUT)
 			continue;
-		wl->w->ctl.stat.timeouts++;
+		wl->w->cnt.stat.timeouts++;
 		/* relaxed: claimed but not published after a whole timeout:
 		 * a hint to look after the claimer */
 		cur = __atomic_load_n(st, __ATOMIC_RELAXED);
@@ -183,7 +183,7 @@ static int srn_rpc_worker_spin(struct srn_rpc_wlocal *wl,
 			return 2;
 		if ((k & 63) == 0 && srn_rpc_stopping(wl->srv))
 			return 0;
-	} while ((k & 15) || srn_rpc_now_ns() < end);
+	} while ((k & 15) || (wl->seen_ns = srn_rpc_now_ns()) < end);
 	return 0;
 }
 
@@ -199,9 +199,11 @@ static int srn_rpc_worker_spin(struct srn_rpc_wlocal *wl,
 static int srn_rpc_worker_wait(struct srn_rpc_wlocal *wl)
 {
 	struct srn_rpc_slot *s = &wl->w->rx[wl->n & 1];
-	int64_t end = srn_rpc_now_ns() + srn_rpc_spin_budget(wl);
-	int got;
+	int64_t end;
+	int got, rc;
 
+	wl->seen_ns = srn_rpc_now_ns();
+	end = wl->seen_ns + srn_rpc_spin_budget(wl);
 	if (wl->net_poll && !wl->claimed)
 		srn_rpc_net_spin_enter(wl);
 	else
@@ -210,15 +212,18 @@ static int srn_rpc_worker_wait(struct srn_rpc_wlocal *wl)
 	if (!got && !wl->claimed && srn_rpc_queue_busy(&wl->srv->seg))
 		got = srn_rpc_worker_spin(wl, s, end + 200000);
 	if (got) {
-		wl->w->ctl.stat.spins++;
+		wl->w->cnt.stat.spins++;
 		return got == 2 ? 1 : 0;
 	}
 	srn_rpc_net_spin_leave(wl);
 	if (srn_rpc_stopping(wl->srv))
 		return -EINTR;
 	if (wl->claimed)
-		return srn_rpc_worker_await_behind(wl, s);
-	return srn_rpc_worker_sleep(wl, s);
+		rc = srn_rpc_worker_await_behind(wl, s);
+	else
+		rc = srn_rpc_worker_sleep(wl, s);
+	wl->seen_ns = srn_rpc_now_ns();
+	return rc;
 }
 
 static int srn_rpc_check_auth(struct srn_rpc_wlocal *wl, struct svc_req *req)
@@ -328,7 +333,7 @@ static void srn_rpc_worker_serve_msg(struct srn_rpc_wlocal *wl, uint8_t *buf,
 	struct svc_req req;
 	int why;
 
-	wl->w->ctl.stat.calls++;
+	wl->w->cnt.stat.calls++;
 	if (!buf)
 		goto out;
 	xdrmem_create(&wl->args, (char *)buf, len, XDR_DECODE);
@@ -366,8 +371,9 @@ static void srn_rpc_worker_serve(struct srn_rpc_wlocal *wl)
 	uint32_t len;
 	uint8_t *buf = srn_rpc_call_buf(wl, &len);
 
-	/* relaxed: a hint (a pid to ask whether the caller lives) */
-	wl->owner = __atomic_load_n(&wl->w->ctl.owner, __ATOMIC_RELAXED);
+	/* a hint (a pid to ask whether the caller lives), written with the
+	 * call (srn_rpc_publish): the line the worker just read */
+	wl->owner = wl->w->rx[wl->n & 1].pid;
 	srn_rpc_worker_serve_msg(wl, buf, len);
 }
 
@@ -386,7 +392,7 @@ static void srn_rpc_worker_serve_dgram(struct srn_rpc_wlocal *wl)
 	wl->xprt.xp_rtaddr.len = wl->pend_peer_len;
 	wl->xprt.xp_addrlen = (int)wl->pend_peer_len;
 	wl->pend_len = 0;
-	wl->w->ctl.stat.direct++;
+	wl->w->cnt.stat.direct++;
 	srn_rpc_worker_serve_msg(wl, wl->dgram + wl->pend_off, len);
 }
 
@@ -395,7 +401,9 @@ static void srn_rpc_worker_serve_dgram(struct srn_rpc_wlocal *wl)
  * back to the receiver. */
 static void srn_rpc_worker_run_call(struct srn_rpc_wlocal *wl, bool dgram)
 {
-	int64_t t = srn_rpc_now_ns(), d;
+	/* when the call was found, to within a few spins: no clock read
+	 * between a call's arrival and its reply */
+	int64_t t = wl->seen_ns, d;
 	uint32_t avg;
 
 	if (wl->last_call_ns)
@@ -443,7 +451,7 @@ void *srn_rpc_worker_main(void *arg)
 		/* -EAGAIN: its claimer died; call n is skipped */
 		wl->claimed = srn_rpc_worker_free(&srv->seg, wl->w, wl->n);
 		if (wl->claimed)
-			wl->w->ctl.stat.behind++;
+			wl->w->cnt.stat.behind++;
 		wl->n++;
 	}
 	srn_rpc_net_spin_leave(wl);

@@ -81,13 +81,12 @@ static bool_t srn_rpc_xp_control(SVCXPRT *xprt, const u_int rq, void *in)
 static void srn_rpc_tx_wait_ack(struct srn_rpc_wlocal *wl, uint32_t want,
 				uint32_t pid)
 {
-	struct srn_rpc_slot *s = &wl->w->tx[want & 1];
 	int64_t end = 0;
 	unsigned k = 0;
 
 	if (!want)
 		return;
-	while ((int32_t)(srn_rpc_load_acquire(&s->ack) - want) < 0) {
+	while ((int32_t)(srn_rpc_ack_read(wl->w, want & 1) - want) < 0) {
 		if ((++k & 1023) != 0) {
 			__builtin_ia32_pause();
 			continue;

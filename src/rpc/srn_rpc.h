@@ -54,6 +54,7 @@ int srn_rpc_reply_wait(struct srn_rpc_worker *w, uint32_t n, int alive_fd,
 		       long timeout_ms);
 uint32_t srn_rpc_load_acquire(const uint32_t *word);
 void srn_rpc_reply_ack(struct srn_rpc_worker *w, uint32_t n);
+uint32_t srn_rpc_ack_read(const struct srn_rpc_worker *w, unsigned i);
 int64_t srn_rpc_now_ns(void);
 
 /* rpc_server.c */
@@ -133,6 +134,7 @@ struct srn_rpc_wlocal {
 	socklen_t pend_peer_len;
 	/* spin budget */
 	int64_t last_call_ns, gap_ns;
+	int64_t seen_ns; /* the clock when a call was last looked for */
 	unsigned idle_timeouts;
 	pthread_t tid;
 	bool started;
