@@ -152,12 +152,16 @@ static enum clnt_stat srn_rpc_clnt_call_locked(struct srn_rpc_clnt *ct,
 	int i, rc;
 
 	ct->n.xid++;
+	old = SRN_RPC_SPINNING;
+	i = srn_rpc_claim_spinning(&ct->seg, &n);
 	/* only a call that fits a slot may queue behind a running one (the
 	 * auxiliary area is the running call's) */
-	if (xdr_sizeof((xdrproc_t)(void (*)(void))srn_rpc_clnt_xdr_call, &a) <=
-	    SRN_RPC_SLOT_INLINE)
+	if (i < 0 &&
+	    xdr_sizeof((xdrproc_t)(void (*)(void))srn_rpc_clnt_xdr_call, &a) <=
+		    SRN_RPC_SLOT_INLINE)
 		fl = SRN_RPC_CLAIM_BEHIND;
-	i = srn_rpc_claim(&ct->seg, ct->n.fd, ms, fl, &old, &n);
+	if (i < 0)
+		i = srn_rpc_claim(&ct->seg, ct->n.fd, ms, fl, &old, &n);
 	if (i == -EAGAIN) {
 		ct->err.re_errno = EAGAIN; /* the server's queue is full */
 		return RPC_SYSTEMERROR;

@@ -235,6 +235,33 @@ static bool srn_rpc_short(const struct srn_rpc_worker *w)
 	       SRN_RPC_SHORT_NS;
 }
 
+/* Claims a worker in state want (for RUNNING: one whose handlers are
+ * short); its index, or -1. */
+static int srn_rpc_claim_state(const struct srn_rpc_seg *seg, uint32_t want,
+			       uint32_t *n_p)
+{
+	struct srn_rpc_worker *w;
+	unsigned i;
+
+	for (i = 0; i < seg->nworkers; i++) {
+		w = srn_rpc_seg_worker(seg, i);
+		if (want == SRN_RPC_RUNNING && !srn_rpc_short(w))
+			continue;
+		if (srn_rpc_claim_one(w, want, n_p))
+			return (int)i;
+	}
+	return -1;
+}
+
+/* The first step of the dispatch policy alone, without waiting: a
+ * spinning worker (the common case, tried before a caller works out
+ * whether its call may queue behind). Its index (*n_p, as
+ * srn_rpc_claim), or -1. */
+int srn_rpc_claim_spinning(const struct srn_rpc_seg *seg, uint32_t *n_p)
+{
+	return srn_rpc_claim_state(seg, SRN_RPC_SPINNING, n_p);
+}
+
 /*
  * The dispatch policy: a spinning worker; else queue behind a running
  * worker whose handlers are short (flag SRN_RPC_CLAIM_BEHIND: the call
@@ -246,21 +273,17 @@ static int srn_rpc_claim_any(const struct srn_rpc_seg *seg, unsigned flags,
 {
 	static const uint32_t order[] = { SRN_RPC_SPINNING, SRN_RPC_RUNNING,
 					  SRN_RPC_SLEEPING, SRN_RPC_PARKED };
-	struct srn_rpc_worker *w;
-	unsigned k, i;
+	unsigned k;
+	int i;
 
 	for (k = 0; k < 4; k++) {
 		if (order[k] == SRN_RPC_RUNNING &&
 		    !(flags & SRN_RPC_CLAIM_BEHIND))
 			continue;
-		for (i = 0; i < seg->nworkers; i++) {
-			w = srn_rpc_seg_worker(seg, i);
-			if (order[k] == SRN_RPC_RUNNING && !srn_rpc_short(w))
-				continue;
-			if (srn_rpc_claim_one(w, order[k], n_p)) {
-				*old_p = order[k];
-				return (int)i;
-			}
+		i = srn_rpc_claim_state(seg, order[k], n_p);
+		if (i >= 0) {
+			*old_p = order[k];
+			return i;
 		}
 	}
 	return -1;

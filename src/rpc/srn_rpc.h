@@ -39,6 +39,7 @@ void srn_rpc_futex_wake(uint32_t *word);
 /* srn_rpc_claim's flags */
 #define SRN_RPC_CLAIM_BEHIND 1u /* may queue behind a running worker */
 #define SRN_RPC_CLAIM_NODROP 2u /* wait even when the queue is full */
+int srn_rpc_claim_spinning(const struct srn_rpc_seg *seg, uint32_t *n_p);
 int srn_rpc_claim(const struct srn_rpc_seg *seg, int alive_fd, long timeout_ms,
 		  unsigned flags, uint32_t *old_p, uint32_t *n_p);
 void srn_rpc_publish(struct srn_rpc_worker *w, uint32_t n, uint32_t len,
