@@ -47,15 +47,9 @@ static bool_t srn_rpc_clnt_xdr_call(XDR *x, void *p)
 {
 	struct srn_rpc_call_args *a = p;
 	struct srn_rpc_clnt *ct = a->ct;
-	struct rpc_msg m;
 
-	memset(&m, 0, sizeof(m));
-	m.rm_xid = ct->n.xid;
-	m.rm_direction = CALL;
-	m.rm_call.cb_rpcvers = RPC_MSG_VERSION;
-	m.rm_call.cb_prog = ct->n.prog;
-	m.rm_call.cb_vers = ct->n.vers;
-	return xdr_callhdr(x, &m) && xdr_u_int32_t(x, &a->proc) &&
+	return srn_rpc_xdr_call_head(x, ct->n.xid, ct->n.prog, ct->n.vers,
+				     a->proc) &&
 	       AUTH_MARSHALL(ct->cl.cl_auth, x) && a->xargs(x, a->argsp);
 }
 
@@ -110,7 +104,8 @@ static enum clnt_stat srn_rpc_clnt_decode(struct srn_rpc_clnt *ct, unsigned i,
 	uint32_t len = s->len, flags = s->flags, gen = s->aux_gen;
 	uint8_t *buf = s->data;
 	struct rpc_msg r;
-	bool ok;
+	bool ok = false;
+	int plain;
 	XDR x;
 
 	if (flags & SRN_RPC_SLOT_AUX)
@@ -118,16 +113,21 @@ static enum clnt_stat srn_rpc_clnt_decode(struct srn_rpc_clnt *ct, unsigned i,
 	if (len >
 	    (flags & SRN_RPC_SLOT_AUX ? SRN_RPC_AUX_SIZE : SRN_RPC_SLOT_INLINE))
 		return RPC_CANTDECODERES;
-	memset(&r, 0, sizeof(r));
-	r.acpted_rply.ar_verf = _null_auth;
-	r.acpted_rply.ar_results.where = resp;
-	r.acpted_rply.ar_results.proc = xres;
 	xdrmem_create(&x, (char *)buf, len, XDR_DECODE);
-	ok = xdr_replymsg(&x, &r);
+	plain = srn_rpc_xdr_reply_plain(&x, ct->n.xid, xres, resp);
+	if (plain < 0) {
+		memset(&r, 0, sizeof(r));
+		r.acpted_rply.ar_verf = _null_auth;
+		r.acpted_rply.ar_results.where = resp;
+		r.acpted_rply.ar_results.proc = xres;
+		ok = xdr_replymsg(&x, &r);
+	}
 	if (!srn_rpc_clnt_reply_ok(w, n, flags, gen)) {
 		xdr_free(xres, resp);
 		return RPC_CANTRECV;
 	}
+	if (plain >= 0)
+		return plain ? RPC_SUCCESS : RPC_CANTDECODERES;
 	if (!ok || r.rm_xid != ct->n.xid)
 		return RPC_CANTDECODERES;
 	_seterr_reply(&r, &ct->err);

@@ -72,23 +72,17 @@ static int srn_rpc_tclnt_grow(uint8_t **buf, size_t *cap, size_t want)
 static size_t srn_rpc_tclnt_encode(struct srn_rpc_tclnt *tc, rpcproc_t proc,
 				   xdrproc_t xargs, void *argsp)
 {
-	struct rpc_msg m;
 	uint32_t mark;
 	XDR x;
 
-	memset(&m, 0, sizeof(m));
-	m.rm_xid = tc->n.xid;
-	m.rm_direction = CALL;
-	m.rm_call.cb_rpcvers = RPC_MSG_VERSION;
-	m.rm_call.cb_prog = tc->n.prog;
-	m.rm_call.cb_vers = tc->n.vers;
 	for (size_t cap = SRN_RPC_TCP_BUF0; cap <= 2 * SRN_RPC_NET_MAX;
 	     cap *= 2) {
 		if (srn_rpc_tclnt_grow(&tc->out, &tc->out_cap, cap))
 			return 0;
 		xdrmem_create(&x, (char *)tc->out + 4, (u_int)(cap - 4),
 			      XDR_ENCODE);
-		if (xdr_callhdr(&x, &m) && xdr_u_int32_t(&x, &proc) &&
+		if (srn_rpc_xdr_call_head(&x, tc->n.xid, tc->n.prog, tc->n.vers,
+					  proc) &&
 		    AUTH_MARSHALL(tc->cl.cl_auth, &x) && xargs(&x, argsp)) {
 			mark = htonl(0x80000000u | xdr_getpos(&x));
 			memcpy(tc->out, &mark, 4);

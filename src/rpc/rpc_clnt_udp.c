@@ -49,17 +49,11 @@ static struct srn_rpc_uclnt *srn_rpc_uc(CLIENT *cl)
 static u_int srn_rpc_uclnt_encode(struct srn_rpc_uclnt *uc, rpcproc_t proc,
 				  xdrproc_t xargs, void *argsp)
 {
-	struct rpc_msg m;
 	XDR x;
 
-	memset(&m, 0, sizeof(m));
-	m.rm_xid = uc->n.xid;
-	m.rm_direction = CALL;
-	m.rm_call.cb_rpcvers = RPC_MSG_VERSION;
-	m.rm_call.cb_prog = uc->n.prog;
-	m.rm_call.cb_vers = uc->n.vers;
 	xdrmem_create(&x, (char *)uc->out, sizeof(uc->out), XDR_ENCODE);
-	if (!xdr_callhdr(&x, &m) || !xdr_u_int32_t(&x, &proc) ||
+	if (!srn_rpc_xdr_call_head(&x, uc->n.xid, uc->n.prog, uc->n.vers,
+				   proc) ||
 	    !AUTH_MARSHALL(uc->cl.cl_auth, &x) || !xargs(&x, argsp))
 		return 0;
 	return xdr_getpos(&x);

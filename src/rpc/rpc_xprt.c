@@ -112,7 +112,7 @@ static bool_t srn_rpc_reply_shm(struct srn_rpc_wlocal *wl, struct rpc_msg *m)
 	wl->tx_n[wl->n & 1] = wl->n;
 	wl->tx_pid[wl->n & 1] = wl->owner;
 	xdrmem_create(&x, (char *)s->data, SRN_RPC_SLOT_INLINE, XDR_ENCODE);
-	if (xdr_replymsg(&x, m)) {
+	if (srn_rpc_xdr_reply(&x, m)) {
 		srn_rpc_reply_publish(w, wl->n, xdr_getpos(&x), 0);
 		return TRUE;
 	}
@@ -128,7 +128,7 @@ static bool_t srn_rpc_reply_shm(struct srn_rpc_wlocal *wl, struct rpc_msg *m)
 	 * the barrier in srn_rpc_clnt_reply_ok */
 	srn_smp_mb();
 	xdrmem_create(&x, (char *)wl->aux_out, SRN_RPC_AUX_SIZE, XDR_ENCODE);
-	if (!xdr_replymsg(&x, m))
+	if (!srn_rpc_xdr_reply(&x, m))
 		return FALSE;
 	/* release: the area before the even aux_gen; pairs with the barrier
 	 * in srn_rpc_clnt_reply_ok */
@@ -163,7 +163,7 @@ static bool_t srn_rpc_reply_net(struct srn_rpc_wlocal *wl, struct rpc_msg *m)
 	XDR x;
 
 	xdrmem_create(&x, (char *)wl->netbuf + 4, SRN_RPC_NET_MAX, XDR_ENCODE);
-	if (!xdr_replymsg(&x, m))
+	if (!srn_rpc_xdr_reply(&x, m))
 		return FALSE;
 	len = xdr_getpos(&x);
 	if (wl->kind == SRN_RPC_FROM_UDP)

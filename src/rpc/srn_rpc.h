@@ -58,6 +58,12 @@ void srn_rpc_reply_ack(struct srn_rpc_worker *w, uint32_t n);
 uint32_t srn_rpc_ack_read(const struct srn_rpc_worker *w, unsigned i);
 int64_t srn_rpc_now_ns(void);
 
+/* rpc_msg.c: message headers, common cases in line */
+bool_t srn_rpc_xdr_call_head(XDR *x, uint32_t xid, rpcprog_t prog,
+			     rpcvers_t vers, rpcproc_t proc);
+bool_t srn_rpc_xdr_reply(XDR *x, struct rpc_msg *m);
+int srn_rpc_xdr_reply_plain(XDR *x, uint32_t xid, xdrproc_t xres, void *resp);
+
 /* rpc_server.c */
 struct srn_rpc_prog {
 	rpcprog_t prog;
