@@ -205,10 +205,13 @@ static uint64_t srn_rpc_sched_peek(const struct srn_rpc_worker *w)
 static bool srn_rpc_claim_one(struct srn_rpc_worker *w, uint32_t want,
 			      uint32_t *n_p)
 {
-	uint64_t cur = srn_rpc_sched_peek(w);
-	uint32_t n = SRN_RPC_SCHED_N(cur);
+	uint64_t cur;
+	uint32_t n;
 	bool behind = want == SRN_RPC_RUNNING;
 
+	srn_prefetch_write(&w->ctl.sched); /* the CAS below writes it */
+	cur = srn_rpc_sched_peek(w);
+	n = SRN_RPC_SCHED_N(cur);
 	if (SRN_RPC_SCHED_STATE(cur) != want)
 		return false;
 	/* acq_rel: pairs with the release in srn_rpc_worker_free and

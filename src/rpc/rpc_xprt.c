@@ -108,6 +108,8 @@ static bool_t srn_rpc_reply_shm(struct srn_rpc_wlocal *wl, struct rpc_msg *m)
 	uint32_t gen;
 	XDR x;
 
+	/* the ack is read in the line the reply then overwrites */
+	srn_prefetch_write(s);
 	srn_rpc_tx_wait_ack(wl, wl->tx_n[wl->n & 1], wl->tx_pid[wl->n & 1]);
 	wl->tx_n[wl->n & 1] = wl->n;
 	wl->tx_pid[wl->n & 1] = wl->owner;

@@ -60,4 +60,19 @@ extern unsigned srn_mb_word;
 #define srn_smp_mb() __atomic_thread_fence(__ATOMIC_SEQ_CST)
 #endif
 
+/*
+ * Asks for the line at p in exclusive state, ahead of a store to it: a
+ * line that is read and then written (a check before a CAS, an ack
+ * before a reply) then crosses between cores once, not twice. A hint
+ * (PREFETCHW: a no-op where the CPU lacks it).
+ */
+static inline void srn_prefetch_write(const void *p)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__asm__ volatile("prefetchw %0" : : "m"(*(const char *)p));
+#else
+	__builtin_prefetch(p, 1);
+#endif
+}
+
 #endif /* SRN_COMPILER_H */
