@@ -29,8 +29,12 @@
 /* Two 64-byte lines: the adjacent-line prefetcher moves them in pairs. */
 #define SRN_RPC_LINE 128
 #define SRN_RPC_SLOT_SIZE 1024
-#define SRN_RPC_SLOT_CTL 64
-#define SRN_RPC_SLOT_INLINE (SRN_RPC_SLOT_SIZE - SRN_RPC_SLOT_CTL)
+/* A slot's head: what a hand-off moves, in the line the message starts in */
+#define SRN_RPC_SLOT_HEAD 20
+/* A slot's tail line: words a hand-off does not move */
+#define SRN_RPC_SLOT_TAIL 64
+#define SRN_RPC_SLOT_INLINE \
+	(SRN_RPC_SLOT_SIZE - SRN_RPC_SLOT_HEAD - SRN_RPC_SLOT_TAIL)
 /* Per worker and direction: 16 MiB of message plus the RPC headers. */
 #define SRN_RPC_AUX_SIZE ((16u << 20) + 4096u)
 #define SRN_RPC_MAX_WORKERS 64
@@ -66,26 +70,37 @@ enum srn_rpc_wstate {
 #define SRN_RPC_SLOT_NET 2u /* the server's receiver wrote it (its own) */
 
 /*
- * A slot: 64 bytes of control, then the inline message. seq is the futex
- * word: the caller of call number n writes the message, then stores
- * seq = n with release; the worker waits for seq == n in slot n & 1.
+ * A slot: a 20-byte head, the inline message, and a tail line. seq is
+ * the futex word: the caller of call number n writes the message, then
+ * stores seq = n with release; the worker waits for seq == n in slot
+ * n & 1. The head and the first 44 bytes of the message share one line,
+ * so a short message (a null call: 40 bytes; a null reply: 24) crosses
+ * between the cores as that one line. The tail holds what the fast path
+ * neither writes nor reads across cores.
  */
 struct srn_rpc_slot {
 	uint32_t seq;
 	uint32_t len; /* bytes of the message */
 	uint32_t flags; /* SRN_RPC_SLOT_* */
+	uint32_t pid; /* receive: the caller's pid (a hint for the worker) */
+	uint32_t ack; /* transmit: the caller is done with reply number ack
+		       * (the worker reads it just before it writes the
+		       * reply into this line) */
+	uint8_t data[SRN_RPC_SLOT_INLINE];
 	uint32_t waiting; /* transmit: callers asleep on seq (a count);
 			   * receive: the worker waits in futex for a call
 			   * queued behind (srn_rpc_worker_await_behind) */
-	uint32_t aux_gen; /* transmit: aux generation the reply was written in */
-	uint32_t pid; /* receive: the caller's pid (a hint for the worker) */
-	uint32_t ack; /* transmit: the caller is done with reply number ack */
-	uint8_t rsvd[SRN_RPC_SLOT_CTL - 28];
-	uint8_t data[SRN_RPC_SLOT_INLINE];
+	uint32_t aux_gen; /* transmit: aux generation the reply was written in
+			   * (read for replies in the aux area only) */
+	uint8_t rsvd[SRN_RPC_SLOT_TAIL - 8];
 };
 static_assert(sizeof(struct srn_rpc_slot) == SRN_RPC_SLOT_SIZE, "slot size");
-static_assert(offsetof(struct srn_rpc_slot, data) == SRN_RPC_SLOT_CTL,
-	      "slot control");
+static_assert(offsetof(struct srn_rpc_slot, data) == SRN_RPC_SLOT_HEAD,
+	      "slot head");
+static_assert(offsetof(struct srn_rpc_slot, waiting) ==
+		      SRN_RPC_SLOT_SIZE - SRN_RPC_SLOT_TAIL,
+	      "slot tail");
+static_assert(SRN_RPC_SLOT_INLINE % 4 == 0, "XDR units");
 
 /* Per-worker counters (written by the worker only; `softrnic stat`). */
 struct srn_rpc_wstat {

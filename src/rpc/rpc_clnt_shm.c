@@ -101,15 +101,17 @@ static enum clnt_stat srn_rpc_clnt_decode(struct srn_rpc_clnt *ct, unsigned i,
 {
 	struct srn_rpc_worker *w = srn_rpc_seg_worker(&ct->seg, i);
 	struct srn_rpc_slot *s = &w->tx[n & 1];
-	uint32_t len = s->len, flags = s->flags, gen = s->aux_gen;
+	uint32_t len = s->len, flags = s->flags, gen = 0;
 	uint8_t *buf = s->data;
 	struct rpc_msg r;
 	bool ok = false;
 	int plain;
 	XDR x;
 
-	if (flags & SRN_RPC_SLOT_AUX)
+	if (flags & SRN_RPC_SLOT_AUX) {
 		buf = srn_rpc_seg_aux(&ct->seg, i, 1);
+		gen = s->aux_gen;
+	}
 	if (len >
 	    (flags & SRN_RPC_SLOT_AUX ? SRN_RPC_AUX_SIZE : SRN_RPC_SLOT_INLINE))
 		return RPC_CANTDECODERES;
