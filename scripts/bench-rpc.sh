@@ -23,10 +23,15 @@ b=./build/bin/bench_rpc
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
 nf=20000 # fast paths
+tuned=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=268435456
+sizes="512 900 1000 4096 16384 65536 262144 1048576"
 ns=3000  # socket paths
 
 taskset -c 0 $b srv-srn 7100 & srn=$!
 BENCH_RPC_PROG=0x20051112 taskset -c 0 $b srv-srn 7103 &
+# the same server, its allocator told to keep freed memory (docs/rpc.md,
+# "Large arguments and the allocator")
+BENCH_RPC_PROG=0x20051113 GLIBC_TUNABLES=$tuned taskset -c 0 $b srv-srn 7105 &
 taskset -c 0 $b srv-tirpc udp 7101 &
 taskset -c 0 $b srv-tirpc tcp 7102 &
 taskset -c 0 $b srv-tirpc unix "$work/sock" &
@@ -68,8 +73,10 @@ for _ in $(seq 1 "$rounds"); do
 		c call tirpc-unix "$work/sock" $ns $sz >>"$work/tirpc_unix_$s"
 	done
 	# argument sizes around the slot (940 B inline) and above (aux area)
-	for z in 512 900 1000 4096 16384 65536 1048576; do
+	for z in $sizes; do
 		c call shm 7100 $((z > 65536 ? 100 : 3000)) $z >>"$work/size_$z"
+		BENCH_RPC_PROG=0x20051113 c call shm 7105 \
+			$((z > 65536 ? 100 : 3000)) $z >>"$work/tsize_$z"
 	done
 	# two services on the same cores: one busy alone, then both busy
 	c call shm 7100 $nf -1 >>"$work/share_alone"
@@ -139,12 +146,14 @@ row() { # name file base
 	done
 	echo
 	echo "softrnic shm, echo of N bytes each way (up to 940 B of message"
-	echo "inline in the slot, larger in the worker's auxiliary area):"
+	echo "inline in the slot, larger in the worker's auxiliary area); the"
+	echo "last column: the same against a server started with"
+	echo "GLIBC_TUNABLES=$tuned:"
 	echo
-	echo "| bytes | p50 (us) | p99 (us) | MB/s each way at p50 |"
-	echo "|---|---|---|---|"
-	for z in 512 900 1000 4096 16384 65536 1048576; do
-		echo "| $z | $(med size_$z 1) | $(med size_$z 2) | $(awk -v z=$z -v p="$(med size_$z 1)" 'BEGIN {if (p > 0) printf "%.0f", z / p}') |"
+	echo "| bytes | p50 (us) | p99 (us) | MB/s each way at p50 | p50, allocator tuned (us) |"
+	echo "|---|---|---|---|---|"
+	for z in $sizes; do
+		echo "| $z | $(med size_$z 1) | $(med size_$z 2) | $(awk -v z=$z -v p="$(med size_$z 1)" 'BEGIN {if (p > 0) printf "%.0f", z / p}') | $(med tsize_$z 1) |"
 	done
 	if [ $netns = 1 ]; then
 		echo
