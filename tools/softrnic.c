@@ -438,7 +438,9 @@ static int cmd_daemon(int argc, char **argv)
 		       "QP, whatever its user; the same for rdma_cm's port "
 		       "(SOFTRNIC_CM_PORT), each connection to the process "
 		       "listening on the rdma_cm port its REQ names; the "
-		       "data never passes through it. Without it, only one "
+		       "data of connections never passes through it. It "
+		       "also holds UDP port 4791 and forwards each UD "
+		       "datagram to its QP's process. Without it, only one "
 		       "user's processes are reachable from other hosts "
 		       "(docs/security.md).\n");
 		return 0;
@@ -464,8 +466,8 @@ static int cmd_daemon(int argc, char **argv)
 		return 1;
 	}
 	fprintf(stderr,
-		"softrnic daemon: pid %d holds port %s and CM port "
-		"%s\n",
+		"softrnic daemon: pid %d holds port %s (TCP and UDP) "
+		"and CM port %s\n",
 		(int)getpid(),
 		getenv("SOFTRNIC_PORT") ? getenv("SOFTRNIC_PORT") : "4791",
 		getenv("SOFTRNIC_CM_PORT") ? getenv("SOFTRNIC_CM_PORT") :

@@ -164,6 +164,7 @@ void srn_tcp_link_stop(struct srn_tcp_link *l);
 /* The host daemon (tcp_hostd.c) */
 struct sockaddr_in;
 int srn_tcp_hostd_listen(const struct sockaddr_in *sa);
+int srn_tcp_hostd_udp(const struct sockaddr_in *sa);
 int srn_tcp_hostd_mark_start(void);
 void srn_tcp_hostd_mark_stop(void);
 

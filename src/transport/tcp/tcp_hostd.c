@@ -21,6 +21,14 @@
  * daemon instead of warning that it is unreachable (docs/security.md). Under systemd both are the
  * socket unit's (softrnic.socket, dist/systemd/), so they exist before the
  * daemon runs and the first connection to either starts it.
+ *
+ * UD datagrams (tcp_ud.c): the daemon also holds UDP port 4791 alone (no
+ * SO_REUSEADDR nor SO_REUSEPORT, or the datagram socket systemd passed),
+ * checks each datagram's header and forwards it to its QP's owner's
+ * unix socket, as any process of the host does for a QPN it does not
+ * own; the owner accepts it since root forwarded it. Unlike connections,
+ * datagrams do pass through the daemon (one copy each), but it delivers
+ * none into a QP of another process.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -40,6 +48,7 @@
 
 #define SRN_HOSTD_LISTEN_FD 3 /* SD_LISTEN_FDS_START */
 #define SRN_HOSTD_MARK_BATCH 16
+#define SRN_HOSTD_FDS_MAX 16 /* sockets systemd may pass us */
 
 static struct srn_pollable srn_hostd_mark = { .fd = -1 };
 
@@ -103,6 +112,66 @@ int srn_tcp_hostd_listen(const struct sockaddr_in *sa)
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (bind(fd, (const struct sockaddr *)sa, sizeof(*sa)) ||
 	    listen(fd, SOMAXCONN)) {
+		int err = -errno;
+
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+/* fd is an IPv4 datagram socket bound to UDP port port. */
+static bool srn_hostd_is_udp(int fd, uint16_t port)
+{
+	struct sockaddr_in sa;
+	socklen_t sl = sizeof(sa);
+	int ty = 0;
+	socklen_t tl = sizeof(ty);
+
+	return !getsockopt(fd, SOL_SOCKET, SO_TYPE, &ty, &tl) &&
+	       ty == SOCK_DGRAM &&
+	       !getsockname(fd, (struct sockaddr *)&sa, &sl) &&
+	       sa.sin_family == AF_INET && ntohs(sa.sin_port) == port;
+}
+
+/* The UDP port's socket among those systemd passed (ListenDatagram= in
+ * softrnic.socket), told apart by its type and port; -ENOENT when none
+ * is. Called before srn_hostd_inherited takes LISTEN_FDS away. */
+static int srn_hostd_udp_inherited(uint16_t port)
+{
+	const char *pid = getenv("LISTEN_PID"), *n = getenv("LISTEN_FDS");
+	long nfds = n ? strtol(n, NULL, 10) : 0;
+
+	if (!pid || strtol(pid, NULL, 10) != getpid() || nfds < 1)
+		return -ENOENT;
+	if (nfds > SRN_HOSTD_FDS_MAX)
+		nfds = SRN_HOSTD_FDS_MAX;
+	for (int fd = SRN_HOSTD_LISTEN_FD; fd < SRN_HOSTD_LISTEN_FD + nfds;
+	     fd++) {
+		if (!srn_hostd_is_udp(fd, port))
+			continue;
+		if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) ||
+		    fcntl(fd, F_SETFD, FD_CLOEXEC))
+			return -errno;
+		return fd;
+	}
+	return -ENOENT;
+}
+
+/* The daemon's UDP socket (tcp_ud.c): the one systemd passed, else sa
+ * bound alone (neither SO_REUSEADDR nor SO_REUSEPORT: no process of any
+ * user may share the port, so every datagram from other hosts is the
+ * daemon's to forward). fd or -errno. */
+int srn_tcp_hostd_udp(const struct sockaddr_in *sa)
+{
+	int fd = srn_hostd_udp_inherited(ntohs(sa->sin_port));
+
+	if (fd != -ENOENT)
+		return fd;
+	fd = srn_socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	if (bind(fd, (const struct sockaddr *)sa, sizeof(*sa))) {
 		int err = -errno;
 
 		close(fd);

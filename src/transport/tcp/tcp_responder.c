@@ -726,8 +726,8 @@ static void srn_tcp_listen_failed(const char *ip, int err)
 /* With the progress thread: listen on the host-wide port, on the GID's
  * address, when TCP may be used at all (not with SOFTRNIC_TRANSPORT=shm).
  * Failure is not fatal (only same-host peers are then reachable). The
- * daemon leaves datagrams to the processes (it could not hand them over
- * without carrying them). */
+ * daemon holds the UDP port too and forwards each datagram to its QP's
+ * owner (tcp_ud.c). */
 static void srn_tcp_listen_start(void)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET,
@@ -736,8 +736,7 @@ static void srn_tcp_listen_start(void)
 	char ip[INET_ADDRSTRLEN];
 	int fd;
 
-	if (!srn_hostd_mode())
-		srn_udp_start(); /* datagrams: whatever carries connections */
+	srn_udp_start(); /* datagrams: whatever carries connections */
 	if (!srn_transport_allowed("tcp"))
 		return;
 	inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof(ip));

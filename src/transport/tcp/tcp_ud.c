@@ -14,10 +14,21 @@
  * the datagram is dropped, as UD does), writes the GRH and the payload
  * into it and a receive completion.
  *
+ * SO_REUSEPORT shares the port within one user only. With the host
+ * daemon (`softrnic daemon`, tcp_hostd.c) the daemon holds the port alone
+ * and forwards every datagram; a process that finds the port taken and
+ * the daemon's marker root's sends from an ephemeral port (receivers
+ * take the sender's address, never its port). A QP's unix socket takes
+ * forwarded datagrams with their sender's credentials: from root or our
+ * user anything, from another user only what it sent from this host
+ * (srn_udp_fwd_allowed): no user relays or forges another's datagrams.
+ *
  * Multicast: a group GID maps to an IPv4 multicast address; the process
  * socket joins it while one of its QPs is attached, and every process
- * that joined gets each datagram (and loops its own back). Sends never
- * wait: a full socket buffer drops the datagram.
+ * that joined gets each datagram (and loops its own back). A process
+ * without the port (the daemon's) cannot attach (ENODEV): the daemon
+ * joins no group. Sends never wait: a full socket buffer drops the
+ * datagram.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -40,6 +51,7 @@
 #define SRN_UDP_GROUP_QPS 64
 #define SRN_UDP_FWD_WAIT_MS 20
 #define SRN_UDP_RCVBUF (16 << 20)
+#define SRN_UDP_CTL CMSG_SPACE(sizeof(struct ucred))
 
 /* A multicast group this process receives, and its attached QPs. */
 struct srn_udp_group {
@@ -58,6 +70,7 @@ struct srn_udp_qp {
 /* progress lock: the socket, the groups, the receive buffers */
 static struct srn_pollable srn_udp_sock = { .fd = -1 };
 static int srn_udp_fwd_fd = -1; /* unbound unix datagram socket: forwards */
+static bool srn_udp_bound; /* srn_udp_sock holds the port (not ephemeral) */
 static struct srn_list srn_udp_groups = { &srn_udp_groups, &srn_udp_groups };
 static uint8_t srn_udp_buf[SRN_UDP_BATCH][SRN_UDP_BUF];
 
@@ -258,6 +271,61 @@ static void srn_udp_deliver(uint8_t *buf, size_t n, uint32_t from_ip,
 		srn_udp_forward(h, n, src_ip);
 }
 
+/*
+ * May a datagram forwarded to one of our QPs' unix sockets, n bytes at
+ * buf, with the ancillary data of mh, be delivered? Only with the sender's
+ * credentials (SO_PASSCRED: the kernel adds them): root's (the host
+ * daemon) and our own user's may forward anything; another user's
+ * process only what it sends itself from this host (src_ipv4 ours, as a
+ * datagram it sent to the port from this host would say): it may not
+ * relay, or forge, a datagram from another host.
+ */
+static bool srn_udp_fwd_allowed(struct msghdr *mh, const uint8_t *buf, size_t n)
+{
+	const struct srn_udw_hdr *h = (const struct srn_udw_hdr *)buf;
+	struct ucred cr;
+
+	if (n < sizeof(*h))
+		return false; /* malformed: srn_udw_check would drop it */
+
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET ||
+		    c->cmsg_type != SCM_CREDENTIALS ||
+		    c->cmsg_len < CMSG_LEN(sizeof(cr)))
+			continue;
+		memcpy(&cr, CMSG_DATA(c), sizeof(cr));
+		if (cr.uid == 0 || cr.uid == geteuid() ||
+		    h->src_ipv4 == srn_device_get()->ipv4)
+			return true;
+		srn_dbg("UD: a datagram for QP 0x%06x forwarded by uid %u "
+			"(pid %d) dropped: not ours nor root's",
+			h->dst_qpn, (unsigned)cr.uid, (int)cr.pid);
+		return false;
+	}
+	srn_dbg("UD: a forwarded datagram without credentials dropped");
+	return false;
+}
+
+/* The i-th of a batch of msghdrs: buffer i, and the sender's address
+ * (from the network) or its credentials (forwarded). */
+static void srn_udp_msg_init(struct msghdr *m, struct iovec *iov, int i,
+			     struct sockaddr_in *from, void *ctl,
+			     bool forwarded)
+{
+	memset(m, 0, sizeof(*m));
+	iov->iov_base = srn_udp_buf[i];
+	iov->iov_len = SRN_UDP_BUF;
+	m->msg_iov = iov;
+	m->msg_iovlen = 1;
+	if (forwarded) {
+		m->msg_control = ctl;
+		m->msg_controllen = SRN_UDP_CTL;
+	} else {
+		m->msg_name = from;
+		m->msg_namelen = sizeof(*from);
+	}
+}
+
 /* Takes what is queued on fd, a few batches at most (the rest wakes us
  * again): the process socket, or a QP's forwarding socket. */
 static void srn_udp_drain(int fd, bool forwarded)
@@ -265,27 +333,31 @@ static void srn_udp_drain(int fd, bool forwarded)
 	struct mmsghdr mm[SRN_UDP_BATCH];
 	struct iovec iov[SRN_UDP_BATCH];
 	struct sockaddr_in from[SRN_UDP_BATCH];
+	union {
+		struct cmsghdr align;
+		char buf[SRN_UDP_CTL];
+	} ctl[SRN_UDP_BATCH];
 
 	for (int round = 0; round < 4; round++) {
 		int n;
 
 		memset(mm, 0, sizeof(mm));
-		for (int i = 0; i < SRN_UDP_BATCH; i++) {
-			iov[i].iov_base = srn_udp_buf[i];
-			iov[i].iov_len = SRN_UDP_BUF;
-			mm[i].msg_hdr.msg_iov = &iov[i];
-			mm[i].msg_hdr.msg_iovlen = 1;
-			mm[i].msg_hdr.msg_name = forwarded ? NULL : &from[i];
-			mm[i].msg_hdr.msg_namelen = forwarded ? 0 :
-								sizeof(from[i]);
-		}
+		for (int i = 0; i < SRN_UDP_BATCH; i++)
+			srn_udp_msg_init(&mm[i].msg_hdr, &iov[i], i, &from[i],
+					 ctl[i].buf, forwarded);
 		n = recvmmsg(fd, mm, SRN_UDP_BATCH, MSG_DONTWAIT, NULL);
-		for (int i = 0; i < n; i++)
-			if (!(mm[i].msg_hdr.msg_flags & MSG_TRUNC))
-				srn_udp_deliver(
-					srn_udp_buf[i], mm[i].msg_len,
+		for (int i = 0; i < n; i++) {
+			struct msghdr *m = &mm[i].msg_hdr;
+
+			if (m->msg_flags & MSG_TRUNC)
+				continue;
+			if (forwarded && !srn_udp_fwd_allowed(m, srn_udp_buf[i],
+							      mm[i].msg_len))
+				continue;
+			srn_udp_deliver(srn_udp_buf[i], mm[i].msg_len,
 					forwarded ? 0 : from[i].sin_addr.s_addr,
 					forwarded);
+		}
 		if (n < SRN_UDP_BATCH)
 			return;
 	}
@@ -305,20 +377,13 @@ static void srn_udp_on_fwd(struct srn_pollable *pl, uint32_t events)
 
 /* ---- the process socket ---- */
 
-static int srn_udp_sock_open(void)
+/* The options every datagram socket of ours has: a receive buffer for
+ * bursts, and multicast that only takes the groups it joined. */
+static void srn_udp_sock_setup(int fd)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET,
-				  .sin_port = htons(srn_tcp_port()),
-				  .sin_addr.s_addr = htonl(INADDR_ANY) };
 	struct in_addr ifa = { .s_addr = srn_device_get()->ipv4 };
 	int one = 1, zero = 0, rcvbuf = SRN_UDP_RCVBUF;
-	int fd = srn_socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
-			    0);
 
-	if (fd < 0)
-		return -errno;
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
 	/* room for a burst of a send queue's datagrams (beyond rmem_max
 	 * only with CAP_NET_ADMIN); what does not fit is lost, as UD may */
 	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof(rcvbuf)))
@@ -327,12 +392,68 @@ static int srn_udp_sock_open(void)
 	setsockopt(fd, IPPROTO_IP, IP_MULTICAST_ALL, &zero, sizeof(zero));
 	setsockopt(fd, IPPROTO_IP, IP_MULTICAST_LOOP, &one, sizeof(one));
 	setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &ifa, sizeof(ifa));
+}
+
+/* A socket bound to UDP port port of every address: shared with this
+ * user's other processes (SO_REUSEPORT; not SO_REUSEADDR, which would
+ * let another user's process bind the port too), or an ephemeral port
+ * (port 0) that only sends. fd or -errno. */
+static int srn_udp_sock_open(uint16_t port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_port = htons(port),
+				  .sin_addr.s_addr = htonl(INADDR_ANY) };
+	int one = 1;
+	int fd = srn_socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
+			    0);
+
+	if (fd < 0)
+		return -errno;
+	if (port)
+		setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa))) {
 		int err = -errno;
 
 		close(fd);
 		return err;
 	}
+	return fd;
+}
+
+/* The process's datagram socket: port 4791, the daemon's alone in daemon
+ * mode; when another user (or the daemon) holds the port and the daemon's
+ * marker is root's, an ephemeral one that sends (the daemon forwards what
+ * comes for our QPs; receivers take only the source address, never the
+ * port). fd or -errno (said). */
+static int srn_udp_port_open(bool *bound_p)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_port = htons(srn_tcp_port()),
+				  .sin_addr.s_addr = htonl(INADDR_ANY) };
+	int fd, pid = -ENOENT;
+
+	*bound_p = true;
+	if (srn_hostd_mode()) {
+		fd = srn_tcp_hostd_udp(&sa);
+		if (fd < 0)
+			srn_warn("host daemon: cannot hold UDP port %u: %s",
+				 srn_tcp_port(), strerror(-fd));
+		return fd;
+	}
+	fd = srn_udp_sock_open(srn_tcp_port());
+	if (fd == -EADDRINUSE)
+		pid = srn_hostd_pid();
+	if (pid > 0) {
+		srn_dbg("UDP port %u is held by the host daemon (pid %d): it "
+			"forwards datagrams for our QPs",
+			srn_tcp_port(), pid);
+		*bound_p = false;
+		return srn_udp_sock_open(0);
+	}
+	if (fd < 0)
+		srn_warn("UDP port %u: %s; UD QPs of this process are "
+			 "reachable from this host only",
+			 srn_tcp_port(), strerror(-fd));
 	return fd;
 }
 
@@ -357,13 +478,10 @@ void srn_udp_start(void)
 	int fd;
 
 	srn_udp_fwd_fd = srn_udp_fwd_open();
-	fd = srn_udp_sock_open();
-	if (fd < 0) {
-		srn_warn("UDP port %u: %s; UD QPs of this process are "
-			 "reachable from this host only",
-			 srn_tcp_port(), strerror(-fd));
+	fd = srn_udp_port_open(&srn_udp_bound);
+	if (fd < 0)
 		return;
-	}
+	srn_udp_sock_setup(fd);
 	srn_udp_sock.fd = fd;
 	srn_udp_sock.fn = srn_udp_on_sock;
 	if (srn_progress_add(&srn_udp_sock, EPOLLIN)) {
@@ -477,13 +595,17 @@ int srn_udp_ud_open(struct srn_qp *qp)
 	struct sockaddr_un sa;
 	socklen_t len = srn_udp_fwd_addr(&sa, qp->ibqpx.qp_base.qp_num);
 	struct srn_udp_qp *u = calloc(1, sizeof(*u));
-	int err;
+	int err, one = 1;
 
 	if (!u)
 		return -ENOMEM;
 	u->fwd.fd =
 		socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (u->fwd.fd < 0 || bind(u->fwd.fd, (struct sockaddr *)&sa, len)) {
+	/* every datagram carries its sender's credentials, from the first
+	 * (set before the socket has a name): srn_udp_fwd_allowed */
+	if (u->fwd.fd < 0 ||
+	    setsockopt(u->fwd.fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)) ||
+	    bind(u->fwd.fd, (struct sockaddr *)&sa, len)) {
 		err = -errno;
 		if (u->fwd.fd >= 0)
 			close(u->fwd.fd);
@@ -555,8 +677,9 @@ static int srn_udp_group_join(const union ibv_gid *mgid, struct srn_qp *qp)
 		g->qp[g->nqp++] = qp;
 		return 0;
 	}
-	if (srn_udp_sock.fd < 0)
-		return -ENODEV;
+	if (srn_udp_sock.fd < 0 || !srn_udp_bound)
+		return -ENODEV; /* no socket on the port: the group's
+				 * datagrams could not reach us */
 	g = calloc(1, sizeof(*g));
 	if (!g)
 		return -ENOMEM;
