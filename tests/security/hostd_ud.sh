@@ -8,8 +8,8 @@
 # `nobody` and one as `daemon`; host B (.1) runs their clients.
 #   1. without the daemon: the first user's server holds the UDP port
 #      (SO_REUSEPORT, one user only); the second one's warns and its pair
-#      fails: the first user's process gets its datagrams and may not
-#      relay them to another user's QP;
+#      fails (it has no UDP socket; the first user's process gets its
+#      datagrams and may not relay them to another user's QP: 3.);
 #   2. with `softrnic daemon` (root) holding the UDP port alone: both
 #      pairs finish, no server warns, the port is the daemon's only;
 #   3. a datagram written straight to a QP's forwarding socket
@@ -105,7 +105,7 @@ check "first user's pair finishes" $? "exit $r1: $(tail -n 3 "$out/nod.srv1" "$o
 grep -q "UDP port 4791: Address already in use" "$out/nod.srv2"
 check "second user's server cannot bind the UDP port (warned)" $? "$(cat "$out/nod.srv2")"
 [ $r2 != 0 ] && ! finished nod 2
-check "second user's pair fails (nobody's process may not relay to it)" $? \
+check "second user's pair fails (no UDP socket; nobody's may not relay)" $? \
 	"exit $r2: $(tail -n 3 "$out/nod.srv2" "$out/nod.cli2")"
 
 echo "-- with softrnic daemon"
