@@ -363,25 +363,36 @@ static int hostd_pid(void)
 	return cr.pid;
 }
 
-/* True when one of our descriptors is a stream socket listening on the
- * CM port (the library's CM service, loaded in daemon mode). */
-static bool holds_cm_port(void)
+/* The port in environment variable name, else def. */
+static long env_port(const char *name, long def)
 {
-	const char *env = getenv("SOFTRNIC_CM_PORT");
+	const char *env = getenv(name);
 	long port = env ? strtol(env, NULL, 10) : 0;
-	struct sockaddr_in6 sa;
-	socklen_t sl;
-	int v, fd;
-	socklen_t vl;
 
-	if (port <= 0 || port > 65535)
-		port = SRN_CM_PORT_DEFAULT;
+	return port > 0 && port <= 65535 ? port : def;
+}
+
+/* True when one of our descriptors is an IPv4 or IPv6 socket of that type
+ * (listening, for SOCK_STREAM) bound to port: the library's, which holds
+ * the port in daemon mode. */
+static bool holds_port(int type, long port)
+{
+	struct sockaddr_in6 sa;
+	socklen_t sl, vl;
+	int v, fd;
+
 	for (fd = 3; fd < 1024; fd++) {
 		v = 0;
 		vl = sizeof(v);
+		if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &vl) || v != type)
+			continue;
+		v = 0;
+		vl = sizeof(v);
+		if (type == SOCK_STREAM &&
+		    (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &vl) || !v))
+			continue;
 		sl = sizeof(sa);
-		if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &vl) || !v ||
-		    getsockname(fd, (struct sockaddr *)&sa, &sl))
+		if (getsockname(fd, (struct sockaddr *)&sa, &sl))
 			continue;
 		/* sin_port and sin6_port are at the same offset */
 		if ((sa.sin6_family == AF_INET || sa.sin6_family == AF_INET6) &&
@@ -406,7 +417,8 @@ static int load_cm(void)
 		fprintf(stderr, "softrnic: %s\n", dlerror());
 		return -1;
 	}
-	if (holds_cm_port())
+	if (holds_port(SOCK_STREAM,
+		       env_port("SOFTRNIC_CM_PORT", SRN_CM_PORT_DEFAULT)))
 		return 0;
 	fprintf(stderr, "softrnic daemon: not holding the CM port (see the "
 			"warning above); is it in use?\n");
@@ -463,6 +475,12 @@ static int cmd_daemon(int argc, char **argv)
 	    (hostd_pid() != getpid() && !(activated && hostd_pid() > 0))) {
 		fprintf(stderr, "softrnic daemon: not listening (see the "
 				"warning above); is the port in use?\n");
+		return 1;
+	}
+	if (!holds_port(SOCK_DGRAM, env_port("SOFTRNIC_PORT", 4791))) {
+		fprintf(stderr,
+			"softrnic daemon: not holding the UDP port (see "
+			"the warning above); is it in use?\n");
 		return 1;
 	}
 	fprintf(stderr,

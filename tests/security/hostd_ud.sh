@@ -11,7 +11,8 @@
 #      fails (it has no UDP socket; the first user's process gets its
 #      datagrams and may not relay them to another user's QP: 3.);
 #   2. with `softrnic daemon` (root) holding the UDP port alone: both
-#      pairs finish, no server warns, the port is the daemon's only;
+#      pairs finish, no server warns, the port is the daemon's only (the
+#      daemon does not start while a user's process holds it);
 #   3. a datagram written straight to a QP's forwarding socket
 #      (@softrnic/ud/<QPN>) by a process of another user, claiming to come
 #      from another host, is not delivered; the same from the QP's own
@@ -109,6 +110,24 @@ check "second user's pair fails (no UDP socket; nobody's may not relay)" $? \
 	"exit $r2: $(tail -n 3 "$out/nod.srv2" "$out/nod.cli2")"
 
 echo "-- with softrnic daemon"
+# a user's process holds the UDP port: the daemon refuses to start
+on "$A" $ipA nobody python3 -c 'import socket, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+s.bind(("0.0.0.0", 4791)); print("bound", flush=True); time.sleep(30)' \
+	>"$out/hold.log" 2>&1 &
+h=$!
+for _ in $(seq 1 100); do
+	grep -q bound "$out/hold.log" && break
+	sleep 0.05
+done
+(on "$A" $ipA root timeout 10 "$tool" daemon) >"$out/busy.log" 2>&1
+r=$?
+kill $h
+wait $h 2>/dev/null
+[ $r = 1 ] && grep -q "not holding the UDP port" "$out/busy.log"
+check "the daemon refuses to start when a user holds the UDP port" $? \
+	"exit $r: $(cat "$out/busy.log")"
 on "$A" $ipA root "$tool" daemon >"$out/daemon.log" 2>&1 &
 d=$!
 started "$out/daemon.log"
