@@ -287,14 +287,14 @@ static bool srn_udp_fwd_allowed(struct msghdr *mh, const uint8_t *buf, size_t n)
 
 	if (n < sizeof(*h))
 		return false; /* malformed: srn_udw_check would drop it */
-
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c)) {
 		if (c->cmsg_level != SOL_SOCKET ||
 		    c->cmsg_type != SCM_CREDENTIALS ||
 		    c->cmsg_len < CMSG_LEN(sizeof(cr)))
 			continue;
 		memcpy(&cr, CMSG_DATA(c), sizeof(cr));
-		if (cr.uid == 0 || cr.uid == geteuid() ||
+		/* the kernel reports the sender's real uid */
+		if (cr.uid == 0 || cr.uid == geteuid() || cr.uid == getuid() ||
 		    h->src_ipv4 == srn_device_get()->ipv4)
 			return true;
 		srn_dbg("UD: a datagram for QP 0x%06x forwarded by uid %u "
