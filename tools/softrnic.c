@@ -425,6 +425,26 @@ static int load_cm(void)
 	return -1;
 }
 
+/* The daemon's device is open (opened) and holds the port (the marker is
+ * ours, or systemd's when socket-activated) and the UDP port: 0, else -1
+ * (said). */
+static int daemon_holds(bool opened, bool activated)
+{
+	if (!opened ||
+	    (hostd_pid() != getpid() && !(activated && hostd_pid() > 0))) {
+		fprintf(stderr, "softrnic daemon: not listening (see the "
+				"warning above); is the port in use?\n");
+		return -1;
+	}
+	if (!holds_port(SOCK_DGRAM, env_port("SOFTRNIC_PORT", 4791))) {
+		fprintf(stderr,
+			"softrnic daemon: not holding the UDP port (see "
+			"the warning above); is it in use?\n");
+		return -1;
+	}
+	return 0;
+}
+
 /*
  * softrnic daemon: loads librdmacm and opens the device with
  * SOFTRNIC_DAEMON=1, so that the libraries' own listeners hold the CM
@@ -471,18 +491,8 @@ static int cmd_daemon(int argc, char **argv)
 		return 1;
 	list = a.get_list(&n);
 	ctx = list && n > 0 ? a.open(list[0]) : NULL;
-	if (!ctx ||
-	    (hostd_pid() != getpid() && !(activated && hostd_pid() > 0))) {
-		fprintf(stderr, "softrnic daemon: not listening (see the "
-				"warning above); is the port in use?\n");
+	if (daemon_holds(ctx != NULL, activated))
 		return 1;
-	}
-	if (!holds_port(SOCK_DGRAM, env_port("SOFTRNIC_PORT", 4791))) {
-		fprintf(stderr,
-			"softrnic daemon: not holding the UDP port (see "
-			"the warning above); is it in use?\n");
-		return 1;
-	}
 	fprintf(stderr,
 		"softrnic daemon: pid %d holds port %s (TCP and UDP) "
 		"and CM port %s\n",
