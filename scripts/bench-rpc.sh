@@ -72,7 +72,7 @@ for _ in $(seq 1 "$rounds"); do
 		c call tirpc-tcp 7102 $ns $sz >>"$work/tirpc_tcp_$s"
 		c call tirpc-unix "$work/sock" $ns $sz >>"$work/tirpc_unix_$s"
 	done
-	# argument sizes around the slot (940 B inline) and above (aux area)
+	# argument sizes around the slot (936 B inline) and above (aux area)
 	for z in $sizes; do
 		c call shm 7100 $((z > 65536 ? 100 : 3000)) $z >>"$work/size_$z"
 		BENCH_RPC_PROG=0x20051113 c call shm 7105 \
@@ -145,7 +145,7 @@ row() { # name file base
 		echo "| $g | $(med gap_$g 1) | $(med gap_$g 2) | $(awk '{print $1}' "$work/gapcpu_$g" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}') |"
 	done
 	echo
-	echo "softrnic shm, echo of N bytes each way (up to 940 B of message"
+	echo "softrnic shm, echo of N bytes each way (up to 936 B of message"
 	echo "inline in the slot, larger in the worker's auxiliary area); the"
 	echo "last column: the same against a server started with"
 	echo "GLIBC_TUNABLES=$tuned:"

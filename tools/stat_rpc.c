@@ -93,7 +93,7 @@ static void rpc_print_workers(const struct srn_rpc_seg_hdr *h)
 	for (i = 0; i < h->nworkers; i++, w++) {
 		const struct srn_rpc_wstat *s = &w->cnt.stat;
 
-		st = SRN_RPC_SCHED_STATE(w->ctl.sched);
+		st = SRN_RPC_SCHED_STATE(w->rx[0].sched);
 		if (st == SRN_RPC_OFF && s->calls == 0)
 			continue; /* never started */
 		printf("  %-6u %-8s %-10llu %-10llu %-8llu %-8llu %-8llu "

@@ -24,13 +24,13 @@
 #include <stdint.h>
 
 #define SRN_RPC_MAGIC 0x43505253u /* "SRPC" little endian */
-#define SRN_RPC_VERSION 3
+#define SRN_RPC_VERSION 4
 
 /* Two 64-byte lines: the adjacent-line prefetcher moves them in pairs. */
 #define SRN_RPC_LINE 128
 #define SRN_RPC_SLOT_SIZE 1024
 /* A slot's head: what a hand-off moves, in the line the message starts in */
-#define SRN_RPC_SLOT_HEAD 20
+#define SRN_RPC_SLOT_HEAD 24
 /* A slot's tail line: words a hand-off does not move */
 #define SRN_RPC_SLOT_TAIL 64
 #define SRN_RPC_SLOT_INLINE \
@@ -44,7 +44,7 @@
  * a caller may queue its call behind it rather than wake a sleeper. */
 #define SRN_RPC_SHORT_NS 30000u
 
-/* A worker's scheduling state (in srn_rpc_wctl.sched). */
+/* A worker's scheduling state (in its sched word, rx[0].sched). */
 enum srn_rpc_wstate {
 	SRN_RPC_OFF = 0, /* no thread behind this control block */
 	SRN_RPC_PARKED = 1, /* asleep for long; claimed last */
@@ -56,13 +56,24 @@ enum srn_rpc_wstate {
 };
 
 /*
- * srn_rpc_wctl.sched: the state and the call number n in one 64-bit word,
- * changed by CAS only, so that a claim reads the number it claims in the
- * same atomic step. n is the call a free worker waits for, or the call a
- * RUNNING worker serves (a caller queued behind it uses n + 1).
+ * A worker's sched word: its state, the call number n, the receive slot
+ * of call n and a pid, in one 64-bit word changed by CAS only, so that a
+ * claim reads the number and slot it claims in the same atomic step. n is
+ * the call a free worker waits for (always in rx[0]), or the call a
+ * RUNNING worker serves, in rx[slot] (a caller queued behind it makes
+ * call n + 1 in rx[1 - slot]). pid: the claimer of call n (RUNNING), or
+ * of call n + 1 (QUEUED), a hint for a worker that waits for a publish.
+ * The word lives in rx[0]'s head, the line a free claim writes its call
+ * into: the claim and the call cross to the worker as one line.
  */
-#define SRN_RPC_SCHED(state, n) ((uint64_t)(state) | ((uint64_t)(n) << 32))
-#define SRN_RPC_SCHED_STATE(v) ((uint32_t)((v)&0xffffffffu))
+#define SRN_RPC_PID_MASK 0x0fffffffu
+#define SRN_RPC_SCHED(state, slot, pid, n)                     \
+	((uint64_t)(state) | ((uint64_t)((slot)&1u) << 3) |    \
+	 ((uint64_t)((uint32_t)(pid)&SRN_RPC_PID_MASK) << 4) | \
+	 ((uint64_t)(uint32_t)(n) << 32))
+#define SRN_RPC_SCHED_STATE(v) ((uint32_t)((v)&7u))
+#define SRN_RPC_SCHED_SLOT(v) ((unsigned)(((v) >> 3) & 1u))
+#define SRN_RPC_SCHED_PID(v) ((uint32_t)(((v) >> 4) & SRN_RPC_PID_MASK))
 #define SRN_RPC_SCHED_N(v) ((uint32_t)((v) >> 32))
 
 /* srn_rpc_slot.flags */
@@ -70,22 +81,26 @@ enum srn_rpc_wstate {
 #define SRN_RPC_SLOT_NET 2u /* the server's receiver wrote it (its own) */
 
 /*
- * A slot: a 20-byte head, the inline message, and a tail line. seq is
+ * A slot: a 24-byte head, the inline message, and a tail line. seq is
  * the futex word: the caller of call number n writes the message, then
- * stores seq = n with release; the worker waits for seq == n in slot
- * n & 1. The head and the first 44 bytes of the message share one line,
- * so a short message (a null call: 40 bytes; a null reply: 24) crosses
- * between the cores as that one line. The tail holds what the fast path
- * neither writes nor reads across cores.
+ * stores seq = n with release; the worker waits for seq == n in the slot
+ * its sched word names. The head and the first 40 bytes of the message
+ * share one line, so a short message (a null call: 40 bytes; a null
+ * reply: 24) crosses between the cores as that one line, and in rx[0]
+ * together with the claim. The tail holds what the fast path neither
+ * writes nor reads across cores.
  */
 struct srn_rpc_slot {
+	uint64_t sched; /* rx[0]: the worker's sched word; else unused */
 	uint32_t seq;
 	uint32_t len; /* bytes of the message */
 	uint32_t flags; /* SRN_RPC_SLOT_* */
-	uint32_t pid; /* receive: the caller's pid (a hint for the worker) */
-	uint32_t ack; /* transmit: the caller is done with reply number ack
-		       * (the worker reads it just before it writes the
-		       * reply into this line) */
+	union {
+		uint32_t pid; /* receive: the caller's pid (a hint) */
+		uint32_t ack; /* transmit: the caller is done with reply
+			       * number ack (the worker reads it just before
+			       * it writes the reply into this line) */
+	};
 	uint8_t data[SRN_RPC_SLOT_INLINE];
 	uint32_t waiting; /* transmit: callers asleep on seq (a count);
 			   * receive: the worker waits in futex for a call
@@ -95,6 +110,9 @@ struct srn_rpc_slot {
 	uint8_t rsvd[SRN_RPC_SLOT_TAIL - 8];
 };
 static_assert(sizeof(struct srn_rpc_slot) == SRN_RPC_SLOT_SIZE, "slot size");
+static_assert(offsetof(struct srn_rpc_slot, sched) == 0 &&
+		      offsetof(struct srn_rpc_slot, seq) == 8,
+	      "slot head order");
 static_assert(offsetof(struct srn_rpc_slot, data) == SRN_RPC_SLOT_HEAD,
 	      "slot head");
 static_assert(offsetof(struct srn_rpc_slot, waiting) ==
@@ -115,19 +133,15 @@ struct srn_rpc_wstat {
 };
 
 /*
- * A worker's control line pair, the line a caller and the worker both
- * write once per call: its state and call number (sched, claimed by CAS),
- * the auxiliary-area generation (a seqlock: odd while the worker writes a
- * reply there) and its handler time. Nothing the worker reads between a
- * call's publish and its reply lives here.
+ * A worker's control line pair: the auxiliary-area generation (a seqlock:
+ * odd while the worker writes a reply there), the pid of a caller queued
+ * behind, its handler time. Nothing on a free claim's path lives here.
  */
 struct srn_rpc_wctl {
-	uint64_t sched; /* SRN_RPC_SCHED(enum srn_rpc_wstate, n) */
 	uint32_t aux_gen;
-	uint32_t owner; /* pid of the claimer of call n (a hint) */
 	uint32_t owner_behind; /* pid of the caller of call n + 1 (a hint) */
 	uint32_t svc_ns; /* handler time, moving average (ns) */
-	uint8_t rsvd[SRN_RPC_LINE - 24];
+	uint8_t rsvd[SRN_RPC_LINE - 12];
 };
 static_assert(sizeof(struct srn_rpc_wctl) == SRN_RPC_LINE, "wctl size");
 

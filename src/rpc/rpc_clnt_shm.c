@@ -55,7 +55,7 @@ static bool_t srn_rpc_clnt_xdr_call(XDR *x, void *p)
 
 /* Encodes the call where it fits: the slot, else the aux area. */
 static bool srn_rpc_clnt_encode(struct srn_rpc_call_args *a, unsigned i,
-				uint32_t n, uint32_t *len_p, uint32_t *fl_p)
+				unsigned slot, uint32_t *len_p, uint32_t *fl_p)
 {
 	struct srn_rpc_clnt *ct = a->ct;
 	struct srn_rpc_worker *w = srn_rpc_seg_worker(&ct->seg, i);
@@ -64,7 +64,7 @@ static bool srn_rpc_clnt_encode(struct srn_rpc_call_args *a, unsigned i,
 
 	for (pass = 0; pass < 2; pass++) {
 		if (pass == 0)
-			xdrmem_create(&x, (char *)w->rx[n & 1].data,
+			xdrmem_create(&x, (char *)w->rx[slot].data,
 				      SRN_RPC_SLOT_INLINE, XDR_ENCODE);
 		else
 			xdrmem_create(&x,
@@ -147,15 +147,15 @@ static enum clnt_stat srn_rpc_clnt_call_locked(struct srn_rpc_clnt *ct,
 					       void *resp, long ms)
 {
 	struct srn_rpc_call_args a = { ct, proc, xargs, argsp };
+	struct srn_rpc_ticket t;
 	struct srn_rpc_worker *w;
-	uint32_t old, n, len, flags;
+	uint32_t len, flags;
 	unsigned fl = 0;
 	enum clnt_stat st;
 	int i, rc;
 
 	ct->n.xid++;
-	old = SRN_RPC_SPINNING;
-	i = srn_rpc_claim_spinning(&ct->seg, &n);
+	i = srn_rpc_claim_spinning(&ct->seg, &t);
 	/* only a call that fits a slot may queue behind a running one (the
 	 * auxiliary area is the running call's) */
 	if (i < 0 &&
@@ -163,7 +163,7 @@ static enum clnt_stat srn_rpc_clnt_call_locked(struct srn_rpc_clnt *ct,
 		    SRN_RPC_SLOT_INLINE)
 		fl = SRN_RPC_CLAIM_BEHIND;
 	if (i < 0)
-		i = srn_rpc_claim(&ct->seg, ct->n.fd, ms, fl, &old, &n);
+		i = srn_rpc_claim(&ct->seg, ct->n.fd, ms, fl, &t);
 	if (i == -EAGAIN) {
 		ct->err.re_errno = EAGAIN; /* the server's queue is full */
 		return RPC_SYSTEMERROR;
@@ -171,18 +171,18 @@ static enum clnt_stat srn_rpc_clnt_call_locked(struct srn_rpc_clnt *ct,
 	if (i < 0)
 		return i == -ETIMEDOUT ? RPC_TIMEDOUT : RPC_CANTSEND;
 	w = srn_rpc_seg_worker(&ct->seg, (unsigned)i);
-	if (!srn_rpc_clnt_encode(&a, (unsigned)i, n, &len, &flags)) {
-		srn_rpc_publish(w, n, 0, 0, old);
+	if (!srn_rpc_clnt_encode(&a, (unsigned)i, t.slot, &len, &flags)) {
+		srn_rpc_publish(w, &t, 0, 0);
 		return RPC_CANTENCODEARGS;
 	}
-	srn_rpc_publish(w, n, len, flags, old);
-	rc = srn_rpc_reply_wait(w, n, ct->n.fd, ms);
+	srn_rpc_publish(w, &t, len, flags);
+	rc = srn_rpc_reply_wait(w, t.n, ct->n.fd, ms);
 	if (rc) {
-		srn_rpc_reply_ack(w, n); /* abandoned: the slot is free */
+		srn_rpc_reply_ack(w, t.n); /* abandoned: the slot is free */
 		return rc == -ETIMEDOUT ? RPC_TIMEDOUT : RPC_CANTRECV;
 	}
-	st = srn_rpc_clnt_decode(ct, (unsigned)i, n, xres, resp);
-	srn_rpc_reply_ack(w, n);
+	st = srn_rpc_clnt_decode(ct, (unsigned)i, t.n, xres, resp);
+	srn_rpc_reply_ack(w, t.n);
 	return st;
 }
 

@@ -86,18 +86,18 @@ static void srn_rpc_grow(struct srn_rpc_server *srv)
  */
 static struct srn_rpc_worker *srn_rpc_net_claim(struct srn_rpc_server *srv,
 						size_t len, int kind,
-						unsigned *i_p, uint32_t *old_p,
-						uint32_t *n_p)
+						unsigned *i_p,
+						struct srn_rpc_ticket *t)
 {
 	unsigned fl = len <= SRN_RPC_SLOT_INLINE ? SRN_RPC_CLAIM_BEHIND : 0;
-	int i = srn_rpc_claim(&srv->seg, -1, 0, fl, old_p, n_p);
+	int i = srn_rpc_claim(&srv->seg, -1, 0, fl, t);
 
 	if (kind != SRN_RPC_FROM_UDP)
 		fl |= SRN_RPC_CLAIM_NODROP;
 	if (i < 0)
 		srn_rpc_grow(srv);
 	while (i < 0 && i != -EAGAIN && !srn_rpc_stopping(srv))
-		i = srn_rpc_claim(&srv->seg, -1, 100, fl, old_p, n_p);
+		i = srn_rpc_claim(&srv->seg, -1, 100, fl, t);
 	if (i < 0)
 		return NULL;
 	*i_p = (unsigned)i;
@@ -111,24 +111,25 @@ int srn_rpc_hand_off(struct srn_rpc_server *srv, const uint8_t *msg, size_t len,
 {
 	struct srn_rpc_worker *w;
 	struct srn_rpc_origin *o;
-	uint32_t old, n, flags = SRN_RPC_SLOT_NET;
+	uint32_t flags = SRN_RPC_SLOT_NET;
+	struct srn_rpc_ticket t;
 	unsigned i;
 
 	if (len > SRN_RPC_AUX_SIZE)
 		return -EMSGSIZE;
 	if (!srn_rpc_net_is_call(msg, len))
 		return -EPROTO;
-	w = srn_rpc_net_claim(srv, len, kind, &i, &old, &n);
+	w = srn_rpc_net_claim(srv, len, kind, &i, &t);
 	if (!w)
 		return -EAGAIN;
 	if (len <= SRN_RPC_SLOT_INLINE) {
-		memcpy(w->rx[n & 1].data, msg, len);
+		memcpy(w->rx[t.slot].data, msg, len);
 	} else {
 		memcpy(srv->wl[i].aux_in, msg, len);
 		flags |= SRN_RPC_SLOT_AUX;
 	}
-	o = &srv->wl[i].org[n & 1];
-	o->n = n;
+	o = &srv->wl[i].org[t.slot];
+	o->n = t.n;
 	o->kind = kind;
 	if (peer)
 		memcpy(&o->peer, peer, peer_len);
@@ -137,7 +138,7 @@ int srn_rpc_hand_off(struct srn_rpc_server *srv, const uint8_t *msg, size_t len,
 		/* relaxed: a reference count increment needs no order */
 		__atomic_fetch_add(&conn->refs, 1, __ATOMIC_RELAXED);
 	o->conn = conn;
-	srn_rpc_publish(w, n, (uint32_t)len, flags, old);
+	srn_rpc_publish(w, &t, (uint32_t)len, flags);
 	return 0;
 }
 

@@ -31,7 +31,7 @@ static int srn_rpc_server_init_workers(struct srn_rpc_server *srv)
 		wl->srv = srv;
 		wl->idx = i;
 		wl->w = srn_rpc_seg_worker(&srv->seg, i);
-		wl->w->ctl.sched = SRN_RPC_SCHED(SRN_RPC_OFF, 1);
+		*srn_rpc_sched(wl->w) = SRN_RPC_SCHED(SRN_RPC_OFF, 0, 0, 1);
 		wl->aux_in = srn_rpc_seg_aux(&srv->seg, i, 0);
 		wl->aux_out = srn_rpc_seg_aux(&srv->seg, i, 1);
 		srn_rpc_xprt_init(wl);

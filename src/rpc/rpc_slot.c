@@ -190,43 +190,56 @@ uint8_t *srn_rpc_seg_aux(const struct srn_rpc_seg *seg, unsigned i, int dir)
 	       (2 * (size_t)i + (size_t)dir) * SRN_RPC_AUX_SIZE;
 }
 
+/* Worker w's sched word (SRN_RPC_SCHED), in the head of rx[0]. */
+uint64_t *srn_rpc_sched(struct srn_rpc_worker *w)
+{
+	return &w->rx[0].sched;
+}
+
 /* The worker's sched word, as a claimer sees it (a hint; CAS decides). */
-static uint64_t srn_rpc_sched_peek(const struct srn_rpc_worker *w)
+static uint64_t srn_rpc_sched_peek(struct srn_rpc_worker *w)
 {
 	/* relaxed: a hint; the CAS in srn_rpc_claim_one decides */
-	return __atomic_load_n(&w->ctl.sched, __ATOMIC_RELAXED);
+	return __atomic_load_n(srn_rpc_sched(w), __ATOMIC_RELAXED);
 }
 
 /*
  * Takes worker w if it is in state want: a free worker (SPINNING, SLEEPING,
- * PARKED) becomes RUNNING(n) and the caller makes call n; a RUNNING(n)
- * one becomes QUEUED(n) and the caller makes call n + 1 in its other slot.
+ * PARKED) becomes RUNNING(n, rx[0], our pid) and the caller makes call n
+ * in rx[0]; a RUNNING(n, slot) one becomes QUEUED(n, slot) and the caller
+ * makes call n + 1 in rx[1 - slot].
  */
 static bool srn_rpc_claim_one(struct srn_rpc_worker *w, uint32_t want,
-			      uint32_t *n_p)
+			      struct srn_rpc_ticket *t)
 {
-	uint64_t cur;
-	uint32_t n;
 	bool behind = want == SRN_RPC_RUNNING;
+	uint64_t cur, next;
+	uint32_t n;
+	unsigned slot;
 
-	srn_prefetch_write(&w->ctl.sched); /* the CAS below writes it */
+	srn_prefetch_write(srn_rpc_sched(w)); /* the CAS below writes it */
 	cur = srn_rpc_sched_peek(w);
 	n = SRN_RPC_SCHED_N(cur);
+	slot = SRN_RPC_SCHED_SLOT(cur);
 	if (SRN_RPC_SCHED_STATE(cur) != want)
 		return false;
+	next = behind ? SRN_RPC_SCHED(SRN_RPC_QUEUED, slot,
+				      SRN_RPC_SCHED_PID(cur), n) :
+			SRN_RPC_SCHED(SRN_RPC_RUNNING, 0, srn_rpc_self(), n);
 	/* acq_rel: pairs with the release in srn_rpc_worker_free and
-	 * srn_rpc_worker_ready (the slot n & 1 is free after it) and with
-	 * the CAS in srn_rpc_worker_sleep; acquire on failure, same pairing */
-	if (!__atomic_compare_exchange_n(
-		    &w->ctl.sched, &cur,
-		    SRN_RPC_SCHED(behind ? SRN_RPC_QUEUED : SRN_RPC_RUNNING, n),
-		    false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+	 * srn_rpc_worker_ready (the slot is free after it) and with the
+	 * CAS in srn_rpc_worker_sleep; acquire on failure, same pairing */
+	if (!__atomic_compare_exchange_n(srn_rpc_sched(w), &cur, next, false,
+					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 		return false;
-	/* relaxed: a hint for srn_rpc_claimer_dead, which only asks whether
-	 * this process still lives */
-	__atomic_store_n(behind ? &w->ctl.owner_behind : &w->ctl.owner,
-			 srn_rpc_self(), __ATOMIC_RELAXED);
-	*n_p = behind ? n + 1 : n;
+	if (behind)
+		/* relaxed: a hint for srn_rpc_claimer_dead, which only asks
+		 * whether this process still lives */
+		__atomic_store_n(&w->ctl.owner_behind, srn_rpc_self(),
+				 __ATOMIC_RELAXED);
+	t->n = behind ? n + 1 : n;
+	t->slot = behind ? 1 - slot : 0;
+	t->old = want;
 	return true;
 }
 
@@ -241,7 +254,7 @@ static bool srn_rpc_short(const struct srn_rpc_worker *w)
 /* Claims a worker in state want (for RUNNING: one whose handlers are
  * short); its index, or -1. */
 static int srn_rpc_claim_state(const struct srn_rpc_seg *seg, uint32_t want,
-			       uint32_t *n_p)
+			       struct srn_rpc_ticket *t)
 {
 	struct srn_rpc_worker *w;
 	unsigned i;
@@ -250,7 +263,7 @@ static int srn_rpc_claim_state(const struct srn_rpc_seg *seg, uint32_t want,
 		w = srn_rpc_seg_worker(seg, i);
 		if (want == SRN_RPC_RUNNING && !srn_rpc_short(w))
 			continue;
-		if (srn_rpc_claim_one(w, want, n_p))
+		if (srn_rpc_claim_one(w, want, t))
 			return (int)i;
 	}
 	return -1;
@@ -258,11 +271,12 @@ static int srn_rpc_claim_state(const struct srn_rpc_seg *seg, uint32_t want,
 
 /* The first step of the dispatch policy alone, without waiting: a
  * spinning worker (the common case, tried before a caller works out
- * whether its call may queue behind). Its index (*n_p, as
- * srn_rpc_claim), or -1. */
-int srn_rpc_claim_spinning(const struct srn_rpc_seg *seg, uint32_t *n_p)
+ * whether its call may queue behind). Its index (*t, as srn_rpc_claim),
+ * or -1. */
+int srn_rpc_claim_spinning(const struct srn_rpc_seg *seg,
+			   struct srn_rpc_ticket *t)
 {
-	return srn_rpc_claim_state(seg, SRN_RPC_SPINNING, n_p);
+	return srn_rpc_claim_state(seg, SRN_RPC_SPINNING, t);
 }
 
 /*
@@ -272,7 +286,7 @@ int srn_rpc_claim_spinning(const struct srn_rpc_seg *seg, uint32_t *n_p)
  * sleeping worker; a parked one last.
  */
 static int srn_rpc_claim_any(const struct srn_rpc_seg *seg, unsigned flags,
-			     uint32_t *old_p, uint32_t *n_p)
+			     struct srn_rpc_ticket *t)
 {
 	static const uint32_t order[] = { SRN_RPC_SPINNING, SRN_RPC_RUNNING,
 					  SRN_RPC_SLEEPING, SRN_RPC_PARKED };
@@ -283,11 +297,9 @@ static int srn_rpc_claim_any(const struct srn_rpc_seg *seg, unsigned flags,
 		if (order[k] == SRN_RPC_RUNNING &&
 		    !(flags & SRN_RPC_CLAIM_BEHIND))
 			continue;
-		i = srn_rpc_claim_state(seg, order[k], n_p);
-		if (i >= 0) {
-			*old_p = order[k];
+		i = srn_rpc_claim_state(seg, order[k], t);
+		if (i >= 0)
 			return i;
-		}
 	}
 	return -1;
 }
@@ -398,14 +410,14 @@ static void srn_rpc_queue_leave(struct srn_rpc_seg_hdr *h, int k)
  * Claims a worker by the dispatch policy (srn_rpc_claim_any). With none,
  * waits in the service's bounded queue: sleeps on the segment's idle_seq
  * until a worker frees itself (srn_rpc_worker_free) or timeout_ms passes.
- * Returns the worker's index (*n_p: the call number to use, *old_p: the
- * state it was claimed in), -ETIMEDOUT, -EAGAIN (the queue is full: the
+ * Returns the worker's index (*t: the call number and receive slot to
+ * use, the state it was claimed in), -ETIMEDOUT, -EAGAIN (the queue is full: the
  * call is dropped and counted; SRN_RPC_CLAIM_NODROP: wait outside the
  * queue instead), or -EPIPE when alive_fd (the server's socket, -1 for
  * none) reports the server gone.
  */
 int srn_rpc_claim(const struct srn_rpc_seg *seg, int alive_fd, long timeout_ms,
-		  unsigned flags, uint32_t *old_p, uint32_t *n_p)
+		  unsigned flags, struct srn_rpc_ticket *t)
 {
 	struct srn_rpc_seg_hdr *h = seg->hdr;
 	int64_t end = 0;
@@ -415,7 +427,7 @@ int srn_rpc_claim(const struct srn_rpc_seg *seg, int alive_fd, long timeout_ms,
 	for (;;) {
 		/* acquire: pairs with the release in srn_rpc_worker_free */
 		seen = __atomic_load_n(&h->idle_seq, __ATOMIC_ACQUIRE);
-		i = srn_rpc_claim_any(seg, flags, old_p, n_p);
+		i = srn_rpc_claim_any(seg, flags, t);
 		if (i >= 0)
 			break;
 		if (!end)
@@ -437,24 +449,25 @@ int srn_rpc_claim(const struct srn_rpc_seg *seg, int alive_fd, long timeout_ms,
 }
 
 /*
- * The caller wrote call n into rx[n & 1]; hand it to the worker. It wakes
- * the worker unless the claim saw it spinning: a sleeper, or a worker
- * that may wait in futex for a call queued behind (srn_rpc_worker_wait).
+ * The caller wrote call t->n into rx[t->slot]; hand it to the worker. It
+ * wakes the worker unless the claim saw it spinning: a sleeper, or a
+ * worker that may wait in futex for a call queued behind
+ * (srn_rpc_worker_wait).
  */
-void srn_rpc_publish(struct srn_rpc_worker *w, uint32_t n, uint32_t len,
-		     uint32_t flags, uint32_t old_state)
+void srn_rpc_publish(struct srn_rpc_worker *w, const struct srn_rpc_ticket *t,
+		     uint32_t len, uint32_t flags)
 {
-	struct srn_rpc_slot *s = &w->rx[n & 1];
+	struct srn_rpc_slot *s = &w->rx[t->slot];
 
 	s->len = len;
 	s->flags = flags;
 	s->pid = srn_rpc_self();
 	/* release: the message before seq; pairs with the acquire in
 	 * srn_rpc_load_acquire (srn_rpc_worker_wait) */
-	__atomic_store_n(&s->seq, n, __ATOMIC_RELEASE);
-	if (old_state == SRN_RPC_SPINNING)
+	__atomic_store_n(&s->seq, t->n, __ATOMIC_RELEASE);
+	if (t->old == SRN_RPC_SPINNING)
 		return;
-	if (old_state == SRN_RPC_RUNNING) {
+	if (t->old == SRN_RPC_RUNNING) {
 		/* full barrier: seq before reading waiting; pairs with the
 		 * exchange in srn_rpc_worker_await_behind */
 		srn_smp_mb();
@@ -472,22 +485,23 @@ void srn_rpc_publish(struct srn_rpc_worker *w, uint32_t n, uint32_t len,
  */
 bool srn_rpc_claim_self(struct srn_rpc_worker *w, uint32_t n)
 {
-	uint64_t cur = SRN_RPC_SCHED(SRN_RPC_SPINNING, n);
+	uint64_t cur = SRN_RPC_SCHED(SRN_RPC_SPINNING, 0, 0, n);
 
 	/* acq_rel: pairs with the CAS in srn_rpc_claim_one (one of the two
 	 * wins) and the release in srn_rpc_worker_free; acquire on failure,
 	 * same pairing */
-	return __atomic_compare_exchange_n(&w->ctl.sched, &cur,
-					   SRN_RPC_SCHED(SRN_RPC_RUNNING, n),
-					   false, __ATOMIC_ACQ_REL,
-					   __ATOMIC_ACQUIRE);
+	return __atomic_compare_exchange_n(
+		srn_rpc_sched(w), &cur,
+		SRN_RPC_SCHED(SRN_RPC_RUNNING, 0, srn_rpc_self(), n), false,
+		__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
 }
 
-/* A worker (re)starts: free, waiting for call n. */
+/* A worker (re)starts: free, waiting for call n in rx[0]. */
 void srn_rpc_worker_ready(struct srn_rpc_worker *w, uint32_t n)
 {
 	/* release: pairs with the acq_rel CAS in srn_rpc_claim_one */
-	__atomic_store_n(&w->ctl.sched, SRN_RPC_SCHED(SRN_RPC_SPINNING, n),
+	__atomic_store_n(srn_rpc_sched(w),
+			 SRN_RPC_SCHED(SRN_RPC_SPINNING, 0, 0, n),
 			 __ATOMIC_RELEASE);
 }
 
@@ -501,26 +515,32 @@ bool srn_rpc_worker_free(const struct srn_rpc_seg *seg,
 			 struct srn_rpc_worker *w, uint32_t n)
 {
 	struct srn_rpc_seg_hdr *h = seg->hdr;
-	uint64_t cur = SRN_RPC_SCHED(SRN_RPC_RUNNING, n);
+	/* relaxed: only a claimer queueing behind changes the word now
+	 * (RUNNING -> QUEUED); the CAS below decides */
+	uint64_t cur = __atomic_load_n(srn_rpc_sched(w), __ATOMIC_RELAXED);
+	uint32_t pid;
 
-	/* relaxed: a hint, see srn_rpc_claim_one */
-	__atomic_store_n(&w->ctl.owner, 0, __ATOMIC_RELAXED);
-	/* release: our reads of slot n & 1 before the state; pairs with the
-	 * acq_rel CAS in srn_rpc_claim_one; acquire on failure: pairs with
-	 * that CAS (QUEUED) */
-	if (!__atomic_compare_exchange_n(
-		    &w->ctl.sched, &cur, SRN_RPC_SCHED(SRN_RPC_SPINNING, n + 1),
-		    false, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE)) {
+	/* release: our reads of the call's slot before the state; pairs
+	 * with the acq_rel CAS in srn_rpc_claim_one; acquire on failure:
+	 * pairs with that CAS (QUEUED) */
+	while (SRN_RPC_SCHED_STATE(cur) != SRN_RPC_QUEUED) {
+		if (__atomic_compare_exchange_n(
+			    srn_rpc_sched(w), &cur,
+			    SRN_RPC_SCHED(SRN_RPC_SPINNING, 0, 0, n + 1), false,
+			    __ATOMIC_RELEASE, __ATOMIC_ACQUIRE))
+			break;
+	}
+	if (SRN_RPC_SCHED_STATE(cur) == SRN_RPC_QUEUED) {
 		/* QUEUED(n): no claimer changes it; the behind caller's pid
-		 * becomes call n + 1's (relaxed: hints) */
-		__atomic_store_n(&w->ctl.owner,
-				 __atomic_load_n(&w->ctl.owner_behind,
-						 __ATOMIC_RELAXED),
-				 __ATOMIC_RELAXED);
+		 * (a hint, relaxed; 0 if not stored yet) becomes call
+		 * n + 1's */
+		pid = __atomic_load_n(&w->ctl.owner_behind, __ATOMIC_RELAXED);
 		/* release: pairs with the acq_rel CAS in srn_rpc_claim_one
 		 * (a caller queueing call n + 2 behind this one) */
-		__atomic_store_n(&w->ctl.sched,
-				 SRN_RPC_SCHED(SRN_RPC_RUNNING, n + 1),
+		__atomic_store_n(srn_rpc_sched(w),
+				 SRN_RPC_SCHED(SRN_RPC_RUNNING,
+					       1 - SRN_RPC_SCHED_SLOT(cur), pid,
+					       n + 1),
 				 __ATOMIC_RELEASE);
 		return true;
 	}

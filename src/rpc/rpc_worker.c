@@ -39,7 +39,8 @@ static int64_t srn_rpc_spin_budget(const struct srn_rpc_wlocal *wl)
 static bool srn_rpc_claimer_dead(struct srn_rpc_wlocal *wl, int64_t since)
 {
 	/* relaxed: a hint; pairs with nothing (see srn_rpc_claim_one) */
-	uint32_t pid = __atomic_load_n(&wl->w->ctl.owner, __ATOMIC_RELAXED);
+	uint32_t pid = SRN_RPC_SCHED_PID(
+		__atomic_load_n(srn_rpc_sched(wl->w), __ATOMIC_RELAXED));
 	int64_t waited = srn_rpc_now_ns() - since;
 
 	if (waited < 50000000)
@@ -113,16 +114,16 @@ static int srn_rpc_worker_await_behind(struct srn_rpc_wlocal *wl,
  * (SLEEPING -> PARKED: claimed last, waits 1 s at a time). */
 static void srn_rpc_worker_idle(struct srn_rpc_wlocal *wl)
 {
-	uint64_t cur = SRN_RPC_SCHED(SRN_RPC_SLEEPING, wl->n);
+	uint64_t cur = SRN_RPC_SCHED(SRN_RPC_SLEEPING, 0, 0, wl->n);
 
 	if (++wl->idle_timeouts != 20 || wl->idx < wl->srv->min_workers)
 		return;
 	/* relaxed: only the state changes, no data is handed over; a
 	 * claimer's CAS (srn_rpc_claim_one) fails and retries */
-	if (__atomic_compare_exchange_n(&wl->w->ctl.sched, &cur,
-					SRN_RPC_SCHED(SRN_RPC_PARKED, wl->n),
-					false, __ATOMIC_RELAXED,
-					__ATOMIC_RELAXED))
+	if (__atomic_compare_exchange_n(
+		    srn_rpc_sched(wl->w), &cur,
+		    SRN_RPC_SCHED(SRN_RPC_PARKED, 0, 0, wl->n), false,
+		    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 		wl->w->cnt.stat.parks++;
 }
 
@@ -130,16 +131,16 @@ static void srn_rpc_worker_idle(struct srn_rpc_wlocal *wl)
 static int srn_rpc_worker_sleep(struct srn_rpc_wlocal *wl,
 				struct srn_rpc_slot *s)
 {
-	uint64_t *st = &wl->w->ctl.sched,
-		 cur = SRN_RPC_SCHED(SRN_RPC_SPINNING, wl->n);
+	uint64_t *st = srn_rpc_sched(wl->w),
+		 cur = SRN_RPC_SCHED(SRN_RPC_SPINNING, 0, 0, wl->n);
 	uint32_t v;
 	long tmo;
 
 	/* acq_rel: pairs with the CAS in srn_rpc_claim_one (one of the two
 	 * wins); acquire on failure, same pairing */
 	if (!__atomic_compare_exchange_n(
-		    st, &cur, SRN_RPC_SCHED(SRN_RPC_SLEEPING, wl->n), false,
-		    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		    st, &cur, SRN_RPC_SCHED(SRN_RPC_SLEEPING, 0, 0, wl->n),
+		    false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 		return srn_rpc_worker_await_claimed(wl, s);
 	wl->w->cnt.stat.sleeps++;
 	for (;;) {
@@ -198,7 +199,7 @@ static int srn_rpc_worker_spin(struct srn_rpc_wlocal *wl,
  */
 static int srn_rpc_worker_wait(struct srn_rpc_wlocal *wl)
 {
-	struct srn_rpc_slot *s = &wl->w->rx[wl->n & 1];
+	struct srn_rpc_slot *s = &wl->w->rx[wl->slot];
 	int64_t end;
 	int got, rc;
 
@@ -304,8 +305,8 @@ static bool srn_rpc_other_version(struct srn_rpc_wlocal *wl, uint8_t *buf,
 /* Where the message of call wl->n is, bounds-checked; NULL: drop it. */
 static uint8_t *srn_rpc_call_buf(struct srn_rpc_wlocal *wl, uint32_t *len_p)
 {
-	struct srn_rpc_slot *s = &wl->w->rx[wl->n & 1];
-	struct srn_rpc_origin *o = &wl->org[wl->n & 1];
+	struct srn_rpc_slot *s = &wl->w->rx[wl->slot];
+	struct srn_rpc_origin *o = &wl->org[wl->slot];
 	uint32_t len = s->len, flags = s->flags;
 
 	wl->kind = SRN_RPC_FROM_SHM;
@@ -373,7 +374,7 @@ static void srn_rpc_worker_serve(struct srn_rpc_wlocal *wl)
 
 	/* a hint (a pid to ask whether the caller lives), written with the
 	 * call (srn_rpc_publish): the line the worker just read */
-	wl->owner = wl->w->rx[wl->n & 1].pid;
+	wl->owner = wl->w->rx[wl->slot].pid;
 	srn_rpc_worker_serve_msg(wl, buf, len);
 }
 
@@ -437,7 +438,8 @@ void *srn_rpc_worker_main(void *arg)
 
 	/* relaxed: nobody claims this worker before srn_rpc_worker_ready */
 	wl->n = SRN_RPC_SCHED_N(
-		__atomic_load_n(&wl->w->ctl.sched, __ATOMIC_RELAXED));
+		__atomic_load_n(srn_rpc_sched(wl->w), __ATOMIC_RELAXED));
+	wl->slot = 0;
 	wl->claimed = false;
 	srn_rpc_worker_ready(wl->w, wl->n);
 	for (;;) {
@@ -450,6 +452,9 @@ void *srn_rpc_worker_main(void *arg)
 			srn_rpc_worker_serve_dgram(wl);
 		/* -EAGAIN: its claimer died; call n is skipped */
 		wl->claimed = srn_rpc_worker_free(&srv->seg, wl->w, wl->n);
+		/* a call queued behind is in the other slot; a free worker
+		 * waits in rx[0] (SRN_RPC_SCHED) */
+		wl->slot = wl->claimed ? 1 - wl->slot : 0;
 		if (wl->claimed)
 			wl->w->cnt.stat.behind++;
 		wl->n++;
@@ -460,7 +465,8 @@ void *srn_rpc_worker_main(void *arg)
 	wl->pend_conn = NULL;
 	/* relaxed: the thread ends; callers find the server gone by its
 	 * socket, not by this state */
-	__atomic_store_n(&wl->w->ctl.sched, SRN_RPC_SCHED(SRN_RPC_OFF, wl->n),
+	__atomic_store_n(srn_rpc_sched(wl->w),
+			 SRN_RPC_SCHED(SRN_RPC_OFF, 0, 0, wl->n),
 			 __ATOMIC_RELAXED);
 	return NULL;
 }

@@ -39,11 +39,20 @@ void srn_rpc_futex_wake(uint32_t *word);
 /* srn_rpc_claim's flags */
 #define SRN_RPC_CLAIM_BEHIND 1u /* may queue behind a running worker */
 #define SRN_RPC_CLAIM_NODROP 2u /* wait even when the queue is full */
-int srn_rpc_claim_spinning(const struct srn_rpc_seg *seg, uint32_t *n_p);
+/* What a claim gives its caller: the call number, the receive slot the
+ * call goes in, and the state the worker was claimed in. */
+struct srn_rpc_ticket {
+	uint32_t n;
+	unsigned slot;
+	uint32_t old;
+};
+uint64_t *srn_rpc_sched(struct srn_rpc_worker *w);
+int srn_rpc_claim_spinning(const struct srn_rpc_seg *seg,
+			   struct srn_rpc_ticket *t);
 int srn_rpc_claim(const struct srn_rpc_seg *seg, int alive_fd, long timeout_ms,
-		  unsigned flags, uint32_t *old_p, uint32_t *n_p);
-void srn_rpc_publish(struct srn_rpc_worker *w, uint32_t n, uint32_t len,
-		     uint32_t flags, uint32_t old_state);
+		  unsigned flags, struct srn_rpc_ticket *t);
+void srn_rpc_publish(struct srn_rpc_worker *w, const struct srn_rpc_ticket *t,
+		     uint32_t len, uint32_t flags);
 void srn_rpc_worker_ready(struct srn_rpc_worker *w, uint32_t n);
 bool srn_rpc_claim_self(struct srn_rpc_worker *w, uint32_t n);
 bool srn_rpc_queue_busy(const struct srn_rpc_seg *seg);
@@ -123,6 +132,7 @@ struct srn_rpc_wlocal {
 	char machname[MAX_MACHINE_NAME + 1];
 	gid_t gids[NGRPS];
 	struct srn_rpc_origin org[2]; /* per receive slot */
+	unsigned slot; /* the receive slot of call n */
 	uint32_t tx_n[2], tx_pid[2]; /* last same-host reply per slot */
 	uint32_t aux_n, aux_pid; /* last same-host reply in the aux area */
 	uint32_t owner; /* the claimer of the call being served */

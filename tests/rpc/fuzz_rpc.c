@@ -137,28 +137,28 @@ static void send_tcp(const uint8_t *p, size_t len)
 static void send_slot(const uint8_t *p, size_t len)
 {
 	struct srn_rpc_worker *w;
-	uint32_t old, n, flags = 0;
-	int i = srn_rpc_claim(&srv->seg, -1, 5000, SRN_RPC_CLAIM_NODROP, &old,
-			      &n);
+	struct srn_rpc_ticket t;
+	uint32_t flags = 0;
+	int i = srn_rpc_claim(&srv->seg, -1, 5000, SRN_RPC_CLAIM_NODROP, &t);
 
 	if (i < 0)
 		abort(); /* no worker came free in 5 s */
 	w = srn_rpc_seg_worker(&srv->seg, (unsigned)i);
 	if (len <= SRN_RPC_SLOT_INLINE) {
-		memcpy(w->rx[n & 1].data, p, len);
+		memcpy(w->rx[t.slot].data, p, len);
 	} else {
 		memcpy(srn_rpc_seg_aux(&srv->seg, (unsigned)i, 0), p, len);
 		flags = SRN_RPC_SLOT_AUX;
 	}
 	/* the length field itself is hostile too, now and then */
-	srn_rpc_publish(w, n, len > 2 && p[1] == 0xff ? 0xfffffff0u : len,
-			flags, old);
+	srn_rpc_publish(w, &t, len > 2 && p[1] == 0xff ? 0xfffffff0u : len,
+			flags);
 	/* relaxed: polled until the worker moved past call n */
-	while ((int32_t)(SRN_RPC_SCHED_N(__atomic_load_n(&w->ctl.sched,
+	while ((int32_t)(SRN_RPC_SCHED_N(__atomic_load_n(srn_rpc_sched(w),
 							 __ATOMIC_RELAXED)) -
-			 n) <= 0)
+			 t.n) <= 0)
 		usleep(50);
-	srn_rpc_reply_ack(w, n);
+	srn_rpc_reply_ack(w, t.n);
 }
 
 static void check_alive(void)

@@ -2,7 +2,7 @@
 # Verifies the slot hand-off model (slot.pml) with Debian's spin.
 #
 #   run_spin.sh safety|two_workers|lost_wakeup|progress|direct|bug|
-#               bug_behind|bug_self
+#               bug_behind|bug_self|bug_slot
 #
 # safety:      one worker, two callers, three calls each (both slots
 #              reused), futex timeouts and parking, two spurious kicks,
@@ -19,6 +19,8 @@
 #              queued behind it; spin must report an error
 # bug_self:    the worker claims itself with a plain store; spin must
 #              report an error
+# bug_slot:    a caller queues behind in the running call's own receive
+#              slot; spin must report an error
 # All but two_workers let callers queue behind a running worker.
 # Exits 77 (skipped) when spin or a C compiler is missing.
 set -euo pipefail
@@ -38,11 +40,15 @@ direct) defs=(-DNW=1 -DCALLS=2 -DNET=2 -DKICKS=0) cflags=() pan=() ;;
 bug) defs=(-DNW=1 -DBUG_PLAIN_STORE -DTIMEOUTS=0) cflags=() pan=() ;;
 bug_self) defs=(-DNW=1 -DNET=1 -DBUG_SELF -DTIMEOUTS=0) cflags=() pan=() ;;
 bug_behind) defs=(-DNW=1 -DBUG_BEHIND -DTIMEOUTS=0) cflags=() pan=() ;;
+bug_slot) defs=(-DNW=1 -DBUG_SLOT -DTIMEOUTS=0) cflags=() pan=() ;;
 *) echo "unknown mode $mode" >&2; exit 2 ;;
 esac
 spin "${defs[@]}" -a slot.pml >/dev/null
-# at most 1.5 GB (a run that hits the bound is incomplete and fails)
-cc -w -O2 -DMEMLIM=1500 -DCOLLAPSE "${cflags[@]}" -o pan pan.c
+# at most 1.5 GB, 3 GB for progress (about 22.6 million states, 1.9 GB
+# and 95 s here); a run that hits the bound is incomplete and fails
+memlim=1500
+[ "$mode" = progress ] && memlim=3000
+cc -w -O2 -DMEMLIM=$memlim -DCOLLAPSE "${cflags[@]}" -o pan pan.c
 out=$(./pan -m2000000 "${pan[@]}" 2>&1 || true)
 echo "$out" | grep -E "errors:|states, stored|violated|cycle|invalid" || true
 if echo "$out" | grep -qi "depth too small\|MEMLIM\|out of memory\|pan: error"; then

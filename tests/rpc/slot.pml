@@ -4,19 +4,22 @@
  * (docs/rpc.md, "The model", maps each step to its function).
  *
  * NCALLERS callers make CALLS calls each through NW workers. A caller
- * claims a free worker by CAS on its state and call number (one word:
- * srn_rpc_wctl.sched; any free one: the code's preference, spinning
- * first, is one of the choices explored) and makes call n = next, or
- * (BEHIND) queues behind a RUNNING worker: RUNNING -> QUEUED and call
- * n = next + 1 in its other slot. It writes call n into receive slot
- * n % 2, publishes it with the slot's sequence number, and wakes the
- * worker unless the claim saw it SPINNING. A worker that finishes call n
+ * claims a free worker by CAS on its state, call number and receive slot
+ * (one word: the sched word in rx[0]'s head; any free one: the code's
+ * preference, spinning first, is one of the choices explored) and makes
+ * call n = next in receive slot 0, or (BEHIND) queues behind a RUNNING
+ * worker: RUNNING -> QUEUED and call n = next + 1 in the receive slot the
+ * running call is not in. It writes call n there, publishes it with the
+ * slot's sequence number, and wakes the worker unless the claim saw it
+ * SPINNING. A worker that finishes call n
  * while QUEUED stays RUNNING for call n + 1 and waits for it in futex
  * (the caller saw it RUNNING and wakes it). A worker spins (a nondeterministic budget), goes to
  * sleep only by its own CAS SPINNING -> SLEEPING, futex-waits with a
  * timeout (a timeout is no message: it waits again on the same slot and
  * number; it may park), answers in transmit slot n % 2 once the caller of
- * that slot's last reply acknowledged it, then frees itself. A kicker
+ * that slot's last reply acknowledged it, then frees itself (a free
+ * worker waits in receive slot 0; one that finds a call queued behind
+ * waits in the other slot). A kicker
  * wakes workers spuriously at any time (KICKS times); when every call is answered a
  * stopper sets stop and kicks every worker (srn_rpc_server_stop), and the
  * workers must all end.
@@ -28,14 +31,16 @@
  * -DBUG_PLAIN_STORE -DTIMEOUTS=0 (a worker stores SLEEPING instead of its
  * CAS) spin must find the lost wake-up, and with -DBUG_BEHIND (a worker
  * frees itself with a plain store, over a call queued behind it) the lost
- * call: those runs show the checks work. Futex words are per slot: a wake
+ * call, and with -DBUG_SLOT (a caller queues behind in the running
+ * call's own receive slot) the overwritten call: those runs show the
+ * checks work. Futex words are per slot: a wake
  * of one slot does not wake a worker waiting on the other.
  *
  * With NET > 0 a spinning worker may also read a network call itself
  * (rpc_direct.c), NET times in all: srn_rpc_claim_self's CAS SPINNING(n)
- * -> RUNNING(n) makes it call n, which no slot carries (slot n % 2 keeps
- * its old number, and the next reply there waits for the ack of the last
- * reply written in it); if a caller claimed call n first, the worker
+ * -> RUNNING(n) makes it call n, which no slot carries (receive slot 0
+ * keeps its old number; transmit slot n % 2 too, and the next reply there
+ * waits for the ack of the last reply written in it); if a caller claimed call n first, the worker
  * serves that call and the network one after it under the same claim.
  * With -DBUG_SELF (a plain store of RUNNING) spin must find the damage.
  */
@@ -58,6 +63,8 @@
 #define NET 0
 #endif
 #define NCALLERS 2
+/* worker w's transmit slot for call n */
+#define TX(w, n) (2 * (w) + (n) % 2)
 #define TOTAL (NCALLERS * CALLS)
 
 #define OFF 0
@@ -67,8 +74,9 @@
 #define RUNNING 4
 #define QUEUED 5
 
-byte wstate[NW];       /* srn_rpc_wctl.sched: the state ... */
-byte next[NW];         /* ... and the call number n */
+byte wstate[NW];       /* the sched word: the state ... */
+byte next[NW];         /* ... the call number n ... */
+byte wslot[NW];        /* ... and the receive slot of call n */
 byte rx_seq[2 * NW];   /* srn_rpc_slot.seq of worker w's rx[s]: [2w + s] */
 byte rx_call[2 * NW];  /* the message: which call (caller * 8 + k) */
 byte tx_seq[2 * NW];
@@ -118,10 +126,15 @@ proctype caller(byte id)
 			fi;
 			old = wstate[w];
 			if
-			:: old == RUNNING -> wstate[w] = QUEUED; n = next[w] + 1
-			:: else -> wstate[w] = RUNNING; n = next[w]
+			:: old == RUNNING -> wstate[w] = QUEUED; n = next[w] + 1;
+#ifdef BUG_SLOT
+				s = 2 * w + wslot[w]
+#else
+				s = 2 * w + 1 - wslot[w]
+#endif
+			:: else -> wstate[w] = RUNNING; n = next[w];
+				wslot[w] = 0; s = 2 * w
 			fi;
-			s = 2 * w + n % 2;
 			call = id * 8 + k;
 			rx_call[s] = call
 		}
@@ -134,11 +147,12 @@ proctype caller(byte id)
 		fi;
 		/* srn_rpc_reply_wait; srn_rpc_clnt_decode reads the reply
 		 * (the assertion), then srn_rpc_reply_ack */
-		(tx_seq[s] == n);
+		/* the transmit slot is TX(w, n) */
+		(tx_seq[TX(w, n)] == n);
 		atomic {
-			assert(tx_call[s] == call);
-			tx_ack[s] = n;
-			old = 0; call = 0; w = 0
+			assert(tx_call[TX(w, n)] == call);
+			tx_ack[TX(w, n)] = n;
+			old = 0; call = 0; w = 0; s = 0
 		}
 progress_reply:
 		k++
@@ -256,7 +270,8 @@ inline worker_take_net() {
 		self = true
 #else
 		if
-		:: wstate[me] == SPINNING -> wstate[me] = RUNNING; self = true
+		:: wstate[me] == SPINNING -> wstate[me] = RUNNING; wslot[me] = 0;
+			self = true
 		:: else -> self = false
 		fi
 #endif
@@ -272,13 +287,14 @@ proctype worker(byte me)
 	byte n = 1, call, s;
 	bool slept, claimed = false, self = false;
 
-	/* srn_rpc_worker_free at start */
+	/* srn_rpc_worker_ready at start */
 	next[me] = 1;
+	wslot[me] = 0;
 	wstate[me] = SPINNING;
 	do
 	:: stop -> break
 	:: else ->
-		s = 2 * me + n % 2;
+		s = 2 * me + wslot[me]; /* the receive slot (wl->slot) */
 		/* srn_rpc_worker_wait: spin for a budget, then sleep */
 		self = false;
 		if
@@ -304,29 +320,34 @@ proctype worker(byte me)
 		/* srn_rpc_tx_wait_ack, then srn_rpc_reply_shm: the reply,
 		 * then its release store */
 		atomic {
-			(tx_last[s] == 0 || tx_ack[s] == tx_last[s]);
-			tx_call[s] = call
+			(tx_last[TX(me, n)] == 0 ||
+			 tx_ack[TX(me, n)] == tx_last[TX(me, n)]);
+			tx_call[TX(me, n)] = call
 		}
 		atomic {
-			tx_seq[s] = n;
-			tx_last[s] = n;
+			tx_seq[TX(me, n)] = n;
+			tx_last[TX(me, n)] = n;
 			answered++
 		}
 progress_serve:
 free:
-		/* srn_rpc_worker_free: CAS RUNNING(n) -> SPINNING(n + 1),
-		 * or QUEUED(n) -> RUNNING(n + 1): call n + 1 is claimed */
+		/* srn_rpc_worker_free: CAS RUNNING(n, slot) -> SPINNING(n + 1,
+		 * 0), or QUEUED(n, slot) -> RUNNING(n + 1, 1 - slot): call
+		 * n + 1 is claimed, in the other receive slot */
 		atomic {
 			n++;
 			next[me] = n;
 #ifdef BUG_BEHIND
 			wstate[me] = SPINNING;
+			wslot[me] = 0;
 			claimed = false;
 #else
 			if
 			:: wstate[me] == QUEUED -> wstate[me] = RUNNING;
+				wslot[me] = 1 - wslot[me];
 				claimed = true
-			:: else -> wstate[me] = SPINNING; claimed = false
+			:: else -> wstate[me] = SPINNING; wslot[me] = 0;
+				claimed = false
 			fi;
 #endif
 			call = 0
