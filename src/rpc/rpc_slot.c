@@ -520,10 +520,10 @@ bool srn_rpc_worker_free(const struct srn_rpc_seg *seg,
 	uint64_t cur = __atomic_load_n(srn_rpc_sched(w), __ATOMIC_RELAXED);
 	uint32_t pid;
 
-	/* release: our reads of the call's slot before the state; pairs
-	 * with the acq_rel CAS in srn_rpc_claim_one; acquire on failure:
-	 * pairs with that CAS (QUEUED) */
 	while (SRN_RPC_SCHED_STATE(cur) != SRN_RPC_QUEUED) {
+		/* release: our reads of the call's slot before the state;
+		 * pairs with the acq_rel CAS in srn_rpc_claim_one; acquire
+		 * on failure: pairs with that CAS (QUEUED) */
 		if (__atomic_compare_exchange_n(
 			    srn_rpc_sched(w), &cur,
 			    SRN_RPC_SCHED(SRN_RPC_SPINNING, 0, 0, n + 1), false,
