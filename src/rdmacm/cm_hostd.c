@@ -31,61 +31,15 @@
 
 #include "rdmacm/cm.h"
 
-#define SRN_CM_HOSTD_FD0 3 /* SD_LISTEN_FDS_START */
-#define SRN_CM_HOSTD_FDS_MAX 16 /* sockets systemd may pass us */
-
-/* fd is a listening IPv4 or IPv6 stream socket on TCP port port. */
-static bool srn_cm_hostd_is_port(int fd, uint16_t port)
-{
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
-	int v = 0, ty = 0;
-	socklen_t a = sizeof(v), b = sizeof(ty);
-
-	if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &a) || !v ||
-	    getsockopt(fd, SOL_SOCKET, SO_TYPE, &ty, &b) || ty != SOCK_STREAM ||
-	    getsockname(fd, (struct sockaddr *)&ss, &sl))
-		return false;
-	if (ss.ss_family == AF_INET6)
-		return be16toh(((struct sockaddr_in6 *)&ss)->sin6_port) == port;
-	return ss.ss_family == AF_INET &&
-	       be16toh(((struct sockaddr_in *)&ss)->sin_port) == port;
-}
-
-/*
- * The CM port's socket among those systemd passed (sd_listen_fds
- * protocol: LISTEN_PID is us, LISTEN_FDS of them from fd 3;
- * softrnic.socket), told apart from the others by its port; -ENOENT when
- * none is. The environment is left as it is: the transport's listener
- * takes its own socket from it when the device opens, after us.
- */
-static int srn_cm_hostd_inherited(void)
-{
-	const char *pid = getenv("LISTEN_PID"), *n = getenv("LISTEN_FDS");
-	long nfds = n ? strtol(n, NULL, 10) : 0;
-	uint16_t port = srn_cm_service_port();
-	int fd;
-
-	if (!pid || strtol(pid, NULL, 10) != getpid() || nfds < 1)
-		return -ENOENT;
-	if (nfds > SRN_CM_HOSTD_FDS_MAX)
-		nfds = SRN_CM_HOSTD_FDS_MAX;
-	for (fd = SRN_CM_HOSTD_FD0; fd < SRN_CM_HOSTD_FD0 + nfds; fd++) {
-		if (!srn_cm_hostd_is_port(fd, port))
-			continue;
-		if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) ||
-		    fcntl(fd, F_SETFD, FD_CLOEXEC))
-			return -errno;
-		return fd;
-	}
-	return -ENOENT;
-}
-
 /* The daemon's CM listener: systemd's socket, else the port bound alone.
  * 0 or -errno (said). */
 static int srn_cm_hostd_start(void)
 {
-	int fd = srn_cm_hostd_inherited(), ret;
+	/* the CM port's socket among those systemd passed; the transport's
+	 * listener takes its own when the device opens, after us */
+	int fd = srn_hostd_passed_fd(SOCK_STREAM, AF_UNSPEC,
+				     srn_cm_service_port()),
+	    ret;
 
 	if (fd == -ENOENT)
 		fd = srn_cm_listen_open(false);

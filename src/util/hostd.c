@@ -11,7 +11,10 @@
  * warning that it is unreachable.
  */
 #define _GNU_SOURCE
+#include <endian.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,4 +67,55 @@ int srn_hostd_pid(void)
 	if (!err && (cr.uid != 0 || cr.pid <= 0))
 		err = -EPERM;
 	return err ? err : cr.pid;
+}
+
+#define SRN_HOSTD_FD0 3 /* SD_LISTEN_FDS_START */
+#define SRN_HOSTD_PASSED_MAX 16 /* sockets systemd may pass us */
+
+/* fd is a socket of this type (a stream one listening) and family
+ * (AF_UNSPEC: IPv4 or IPv6) on port port. */
+static bool srn_hostd_fd_is(int fd, int type, int family, uint16_t port)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss), a = sizeof(int), b = sizeof(int);
+	int v = 0, ty = 0;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &ty, &b) || ty != type ||
+	    (type == SOCK_STREAM &&
+	     (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &a) || !v)) ||
+	    getsockname(fd, (struct sockaddr *)&ss, &sl))
+		return false;
+	if (family != AF_UNSPEC && ss.ss_family != family)
+		return false;
+	if (ss.ss_family == AF_INET6)
+		return be16toh(((struct sockaddr_in6 *)&ss)->sin6_port) == port;
+	return ss.ss_family == AF_INET &&
+	       be16toh(((struct sockaddr_in *)&ss)->sin_port) == port;
+}
+
+/*
+ * A socket systemd passed (sd_listen_fds protocol: LISTEN_PID is us,
+ * LISTEN_FDS of them from fd 3; softrnic.socket) of this type and family
+ * on port port, told apart from the others by them, made non-blocking and
+ * close-on-exec. The environment is left as it is. fd, -ENOENT when none
+ * is, or -errno.
+ */
+int srn_hostd_passed_fd(int type, int family, uint16_t port)
+{
+	const char *pid = getenv("LISTEN_PID"), *n = getenv("LISTEN_FDS");
+	long nfds = n ? strtol(n, NULL, 10) : 0;
+
+	if (!pid || strtol(pid, NULL, 10) != getpid() || nfds < 1)
+		return -ENOENT;
+	if (nfds > SRN_HOSTD_PASSED_MAX)
+		nfds = SRN_HOSTD_PASSED_MAX;
+	for (int fd = SRN_HOSTD_FD0; fd < SRN_HOSTD_FD0 + nfds; fd++) {
+		if (!srn_hostd_fd_is(fd, type, family, port))
+			continue;
+		if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) ||
+		    fcntl(fd, F_SETFD, FD_CLOEXEC))
+			return -errno;
+		return fd;
+	}
+	return -ENOENT;
 }

@@ -63,5 +63,6 @@ struct sockaddr_un;
 bool srn_hostd_mode(void);
 socklen_t srn_hostd_addr(struct sockaddr_un *sa);
 int srn_hostd_pid(void);
+int srn_hostd_passed_fd(int type, int family, uint16_t port);
 
 #endif /* SRN_UTIL_H */

@@ -48,7 +48,6 @@
 
 #define SRN_HOSTD_LISTEN_FD 3 /* SD_LISTEN_FDS_START */
 #define SRN_HOSTD_MARK_BATCH 16
-#define SRN_HOSTD_FDS_MAX 16 /* sockets systemd may pass us */
 
 static struct srn_pollable srn_hostd_mark = { .fd = -1 };
 
@@ -120,51 +119,15 @@ int srn_tcp_hostd_listen(const struct sockaddr_in *sa)
 	return fd;
 }
 
-/* fd is an IPv4 datagram socket bound to UDP port port. */
-static bool srn_hostd_is_udp(int fd, uint16_t port)
-{
-	struct sockaddr_in sa;
-	socklen_t sl = sizeof(sa);
-	int ty = 0;
-	socklen_t tl = sizeof(ty);
-
-	return !getsockopt(fd, SOL_SOCKET, SO_TYPE, &ty, &tl) &&
-	       ty == SOCK_DGRAM &&
-	       !getsockname(fd, (struct sockaddr *)&sa, &sl) &&
-	       sa.sin_family == AF_INET && ntohs(sa.sin_port) == port;
-}
-
-/* The UDP port's socket among those systemd passed (ListenDatagram= in
- * softrnic.socket), told apart by its type and port; -ENOENT when none
- * is. Called before srn_hostd_inherited takes LISTEN_FDS away. */
-static int srn_hostd_udp_inherited(uint16_t port)
-{
-	const char *pid = getenv("LISTEN_PID"), *n = getenv("LISTEN_FDS");
-	long nfds = n ? strtol(n, NULL, 10) : 0;
-
-	if (!pid || strtol(pid, NULL, 10) != getpid() || nfds < 1)
-		return -ENOENT;
-	if (nfds > SRN_HOSTD_FDS_MAX)
-		nfds = SRN_HOSTD_FDS_MAX;
-	for (int fd = SRN_HOSTD_LISTEN_FD; fd < SRN_HOSTD_LISTEN_FD + nfds;
-	     fd++) {
-		if (!srn_hostd_is_udp(fd, port))
-			continue;
-		if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) ||
-		    fcntl(fd, F_SETFD, FD_CLOEXEC))
-			return -errno;
-		return fd;
-	}
-	return -ENOENT;
-}
-
 /* The daemon's UDP socket (tcp_ud.c): the one systemd passed, else sa
  * bound alone (neither SO_REUSEADDR nor SO_REUSEPORT: no process of any
  * user may share the port, so every datagram from other hosts is the
  * daemon's to forward). fd or -errno. */
 int srn_tcp_hostd_udp(const struct sockaddr_in *sa)
 {
-	int fd = srn_hostd_udp_inherited(ntohs(sa->sin_port));
+	/* ListenDatagram= in softrnic.socket; before srn_hostd_inherited
+	 * takes LISTEN_FDS away */
+	int fd = srn_hostd_passed_fd(SOCK_DGRAM, AF_INET, ntohs(sa->sin_port));
 
 	if (fd != -ENOENT)
 		return fd;
