@@ -59,13 +59,9 @@ kill $s2 2>/dev/null # it waits for a peer that never came
 wait $s1
 q1=$?
 wait $s2 2>/dev/null
-[ $r1 = 0 ] && [ $q1 = 0 ] && finished nod 1
-check "first user's pair finishes" $? "exit $r1/$q1: $(tail -n 3 "$out/nod.srv1" "$out/nod.cli1")"
-grep -q "reachable from this host only" "$out/nod.srv2"
-check "second user's server warns it is unreachable" $? "$(cat "$out/nod.srv2")"
-[ $r2 != 0 ] && ! finished nod 2
-check "second user's pair fails (no daemon to hand its connection over)" $? \
-	"exit $r2: $(tail -n 3 "$out/nod.srv2" "$out/nod.cli2")"
+nod_checks "$((r1 | q1))" "reachable from this host only" \
+	"second user's server warns it is unreachable" \
+	"no daemon to hand its connection over"
 
 echo "-- with softrnic daemon"
 on "$A" $ipA root "$tool" daemon >"$out/daemon.log" 2>&1 &

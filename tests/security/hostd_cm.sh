@@ -93,13 +93,9 @@ started() { # log: until the daemon says it holds its ports
 echo "-- without the daemon"
 pairs nod
 wait_all nod
-[ $r1 = 0 ] && [ $q1 = 0 ] && finished nod 1
-check "first user's pair finishes" $? "exit $r1/$q1: $(tail -n 3 "$out/nod.srv1" "$out/nod.cli1")"
-grep -q "cannot listen on the CM port" "$out/nod.srv2"
-check "second user's server cannot listen on the CM port" $? "$(cat "$out/nod.srv2")"
-[ $r2 != 0 ] && ! finished nod 2
-check "second user's pair fails (no daemon to hand its REQ over)" $? \
-	"exit $r2: $(tail -n 3 "$out/nod.srv2" "$out/nod.cli2")"
+nod_checks "$((r1 | q1))" "cannot listen on the CM port" \
+	"second user's server cannot listen on the CM port" \
+	"no daemon to hand its REQ over"
 
 echo "-- with softrnic daemon"
 on "$A" $ipA root "$tool" daemon >"$out/daemon.log" 2>&1 &

@@ -30,3 +30,17 @@ on() { # ns ip user cmd...: as user (its uid, gid and no other group),
 sockets() { # pid: its socket descriptors
 	ls -l /proc/"$1"/fd 2>/dev/null | grep -c 'socket:'
 }
+# The checks without the daemon, in every hostd test: the first user's
+# pair finishes (first: its exit statuses, all 0), the second user's
+# server says so (grep pattern, what the check is called) and its pair
+# fails (why). Uses the script's finished and check, and r2.
+nod_checks() { # first pattern name why
+	[ "$1" = 0 ] && finished nod 1
+	check "first user's pair finishes" $? \
+		"exit $1: $(tail -n 3 "$out/nod.srv1" "$out/nod.cli1")"
+	grep -q "$2" "$out/nod.srv2"
+	check "$3" $? "$(cat "$out/nod.srv2")"
+	[ "$r2" != 0 ] && ! finished nod 2
+	check "second user's pair fails ($4)" $? \
+		"exit $r2: $(tail -n 3 "$out/nod.srv2" "$out/nod.cli2")"
+}

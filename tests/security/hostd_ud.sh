@@ -101,13 +101,9 @@ udp_owner() { # pid fd: the UDP port's only socket is pid's fd
 echo "-- without the daemon"
 pairs nod
 wait_all
-[ $r1 = 0 ] && finished nod 1
-check "first user's pair finishes" $? "exit $r1: $(tail -n 3 "$out/nod.srv1" "$out/nod.cli1")"
-grep -q "UDP port 4791: Address already in use" "$out/nod.srv2"
-check "second user's server cannot bind the UDP port (warned)" $? "$(cat "$out/nod.srv2")"
-[ $r2 != 0 ] && ! finished nod 2
-check "second user's pair fails (no UDP socket; nobody's may not relay)" $? \
-	"exit $r2: $(tail -n 3 "$out/nod.srv2" "$out/nod.cli2")"
+nod_checks "$r1" "UDP port 4791: Address already in use" \
+	"second user's server cannot bind the UDP port (warned)" \
+	"no UDP socket; nobody's may not relay"
 
 echo "-- with softrnic daemon"
 # a user's process holds the UDP port: the daemon refuses to start
