@@ -18,20 +18,27 @@
 #include "rpc/srn_rpc.h"
 
 /*
- * Spin about as long as calls are apart while they come closer than a
- * futex wake-up costs here (~30 us): twice the gap, 2 to 50 us. Calls
- * further apart pay the wake-up anyway: spin 2 us (back-to-back calls).
+ * A wake-up from the futex costs about 30 us here: while calls come closer
+ * than that, a worker spins at least that long (twice the gap, 30 to
+ * 50 us), so that a caller's hiccup (an interrupt, a page fault, a short
+ * preemption) costs at most that much spinning, never a wake-up on top:
+ * spinning up to the price of the alternative is never more than twice
+ * the best choice made in hindsight. Calls further apart pay the wake-up
+ * anyway: spin 2 us.
  */
+#define SRN_RPC_WAKE_NS 30000
+
 static int64_t srn_rpc_spin_budget(const struct srn_rpc_wlocal *wl)
 {
 	int64_t b;
 
-	if (wl->gap_ns <= 0 || wl->gap_ns > 30000)
+	if (wl->gap_ns > SRN_RPC_WAKE_NS)
 		b = 2000;
 	else if (wl->gap_ns * 2 > 50000)
 		b = 50000;
 	else
-		b = wl->gap_ns * 2 > 2000 ? wl->gap_ns * 2 : 2000;
+		b = wl->gap_ns * 2 > SRN_RPC_WAKE_NS ? wl->gap_ns * 2 :
+						       SRN_RPC_WAKE_NS;
 	return b > wl->srv->spin_min_ns ? b : wl->srv->spin_min_ns;
 }
 
