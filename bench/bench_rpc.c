@@ -25,7 +25,9 @@
  *
  * Prints "p50_us p99_us calls_per_s" (per-call clock_gettime).
  * BENCH_RPC_PROG=N: the softrnic server and client use program number N
- * (two services on one host).
+ * (two services on one host). BENCH_RPC_SECS=S (call): call for S seconds
+ * after the warm-up instead of N calls (latencies of the first N), so
+ * that two clients started together overlap for their whole run.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -63,11 +65,12 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static void report(double *lat, long n, double total_us)
+/* p50 and p99 of the n latencies in lat, and the rate of calls in total_us */
+static void report(double *lat, long n, long calls, double total_us)
 {
 	qsort(lat, (size_t)n, sizeof(*lat), cmp_double);
 	printf("%.2f %.2f %.0f\n", lat[n / 2], lat[n * 99 / 100],
-	       n / (total_us / 1e6));
+	       calls / (total_us / 1e6));
 }
 
 static rpcprog_t prog = CALC_PROG;
@@ -168,6 +171,8 @@ static int call(const char *kind, const char *addr, long n, long size,
 	struct timeval tmo = { 5, 0 };
 	CLIENT *cl = bench_client(kind, addr);
 	double *lat = calloc((size_t)n, sizeof(double)), t0, t;
+	const char *e = getenv("BENCH_RPC_SECS");
+	double secs = e ? atof(e) : 0;
 	calc_blob in = { 0 }, out;
 	enum clnt_stat st;
 	long i, warm = n / 10 + 10;
@@ -180,9 +185,11 @@ static int call(const char *kind, const char *addr, long n, long size,
 		in.calc_blob_len = (u_int)size;
 		in.calc_blob_val = calloc(1, (size_t)size);
 	}
-	for (i = -warm, t0 = 0; i < n; i++) {
+	for (i = -warm, t0 = 0; secs > 0 || i < n; i++) {
 		if (i == 0)
 			t0 = now_us();
+		if (secs > 0 && i > 0 && now_us() - t0 >= secs * 1e6)
+			break;
 		t = now_us();
 		memset(&out, 0, sizeof(out));
 		st = size < 0 ?
@@ -196,11 +203,11 @@ static int call(const char *kind, const char *addr, long n, long size,
 		if (size >= 0)
 			clnt_freeres(cl, (xdrproc_t)xdr_calc_blob,
 				     (char *)&out);
-		if (i >= 0)
+		if (i >= 0 && i < n)
 			lat[i] = now_us() - t;
 		gap_wait(gap_us);
 	}
-	report(lat, n, now_us() - t0);
+	report(lat, i < n ? i : n, i, now_us() - t0);
 	clnt_destroy(cl);
 	return 0;
 }
@@ -271,7 +278,7 @@ static int spin_client(long n, long size, bool payload)
 		if (i >= 0)
 			lat[i] = now_us() - t;
 	}
-	report(lat, n, now_us() - t0);
+	report(lat, n, n, now_us() - t0);
 	return 0; /* the server thread spins on; exit ends it */
 }
 
@@ -330,7 +337,7 @@ static int futex_client(long n, long size)
 		if (i >= 0)
 			lat[i] = now_us() - t;
 	}
-	report(lat, n, now_us() - t0);
+	report(lat, n, n, now_us() - t0);
 	return 0;
 }
 
@@ -378,7 +385,7 @@ static int udpspin_client(const char *addr, long n, long size)
 		if (i >= 0)
 			lat[i] = now_us() - t;
 	}
-	report(lat, n, now_us() - t0);
+	report(lat, n, n, now_us() - t0);
 	return 0;
 }
 

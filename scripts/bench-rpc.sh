@@ -79,10 +79,12 @@ for _ in $(seq 1 "$rounds"); do
 			$((z > 65536 ? 100 : 3000)) $z >>"$work/tsize_$z"
 	done
 	# two services on the same cores: one busy alone, then both busy
-	c call shm 7100 $nf -1 >>"$work/share_alone"
-	BENCH_RPC_PROG=0x20051112 c call shm 7103 $nf -1 >"$work/b" &
+	# for 2 s each, started together: they overlap for their whole run
+	BENCH_RPC_SECS=2 c call shm 7100 $nf -1 >>"$work/share_alone"
+	BENCH_RPC_SECS=2 BENCH_RPC_PROG=0x20051112 c call shm 7103 $nf -1 \
+		>"$work/b" &
 	bp=$!
-	c call shm 7100 $nf -1 >>"$work/share_a"
+	BENCH_RPC_SECS=2 c call shm 7100 $nf -1 >>"$work/share_a"
 	wait $bp
 	cat "$work/b" >>"$work/share_b"
 	for g in 10 100 1000; do
