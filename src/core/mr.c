@@ -161,19 +161,49 @@ enum srn_key_err srn_rkey_check(const struct srn_tpt_shm *tpt, uint32_t key,
 	return SRN_KEY_OK;
 }
 
-/* A random nonzero tag of bits bits. */
+/* Fills buf from the kernel's CSPRNG; 0 or -errno. */
+static int srn_key_random(void *buf, size_t len)
+{
+	ssize_t n;
+
+	do
+		n = getrandom(buf, len, 0);
+	while (n < 0 && errno == EINTR);
+	return n == (ssize_t)len ? 0 : n < 0 ? -errno : -EIO;
+}
+
+/*
+ * A random nonzero tag of bits bits (bits < 32) for a key, drawn from the
+ * kernel's CSPRNG 64 words at a time per thread: no key says anything of
+ * another (the state of a linear generator such as xorshift follows from
+ * a few of its outputs, and with it every later key). A child of fork
+ * draws afresh (srn_pid changes), so it never repeats its parent's tags.
+ * Without getrandom (it does not fail on Linux >= 3.17 for 256 bytes) the
+ * clock and a counter stand in, with a warning.
+ */
 uint32_t srn_key_tag(unsigned bits)
 {
-	static __thread uint64_t s;
+	static __thread uint32_t pool[64];
+	static __thread unsigned left, seq;
+	static __thread pid_t owner;
 	uint32_t tag;
 
-	if (!s && getrandom(&s, sizeof(s), 0) != sizeof(s))
-		s = srn_now_ns() ^ (uint64_t)(uintptr_t)&s;
 	do {
-		s ^= s << 13;
-		s ^= s >> 7;
-		s ^= s << 17;
-		tag = (uint32_t)(s >> 20) & ((1u << bits) - 1);
+		if (!left || owner != srn_pid) {
+			int err = srn_key_random(pool, sizeof(pool));
+
+			if (err) {
+				srn_warn("getrandom: %s: keys are predictable",
+					 strerror(-err));
+				for (unsigned i = 0; i < 64; i++)
+					pool[i] = (uint32_t)(srn_now_ns() *
+							     2654435761u) ^
+						  ++seq;
+			}
+			left = 64;
+			owner = srn_pid;
+		}
+		tag = pool[--left] & ((1u << bits) - 1);
 	} while (!tag);
 	return tag;
 }
