@@ -295,8 +295,11 @@ static int srn_shm_execute(struct srn_qp *qp, const struct srn_swqe *w,
 			       * a device retries, then RETRY_EXC_ERR */
 		*stall = SRN_STALL_NOT_READY;
 		return -EAGAIN;
-	case SRN_PEER_DEAD:
-		*status = IBV_WC_RETRY_EXC_ERR;
+	case SRN_PEER_DEAD: /* the peer crashed: ERR and QP_FATAL now, as
+			     * srn_shm_on_hup is about to ask, so that every
+			     * WR is flushed whichever comes first */
+		srn_qp_fatal(qp);
+		*status = IBV_WC_WR_FLUSH_ERR;
 		return 0;
 	}
 	/* relaxed: written under sq_lock, which we hold (srn_shm_up) */

@@ -203,8 +203,11 @@ static int srn_tcp_execute(struct srn_qp *qp, const struct srn_swqe *cw,
 	case SRN_TCP_CLOSED: /* the peer QP is gone: nobody will answer, */
 		*stall = SRN_STALL_NOT_READY; /* RETRY_EXC_ERR in the end */
 		return -EAGAIN;
-	case SRN_TCP_DEAD:
-		*status = IBV_WC_RETRY_EXC_ERR;
+	case SRN_TCP_DEAD: /* the peer crashed: ERR and QP_FATAL now, as
+			    * srn_tcp_link_down is about to ask, so that
+			    * every WR is flushed whichever comes first */
+		srn_qp_fatal(qp);
+		*status = IBV_WC_WR_FLUSH_ERR;
 		return 0;
 	}
 	if (srn_local_iov(qp, w, answer ? IBV_ACCESS_LOCAL_WRITE : 0, iov + 1,
