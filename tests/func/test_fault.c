@@ -359,13 +359,13 @@ static int target_killed(bool we_dial)
 	return t_failures;
 }
 
-/* Polls the n receives (wr_ids 0 .. n - 1, in order, each once): those
- * that the peer's SENDs filled succeed, the rest are flushed
- * (WR_FLUSH_ERR). The number that succeeded; first_err: when the first
- * flush arrived. */
-static int drain_recvs(struct side *s, int n, double *first_err)
+/* Polls the n receives (wr_ids ok .. n - 1, in order, each once, after
+ * the ok already seen): those that the peer's SENDs filled succeed, the
+ * rest are flushed (WR_FLUSH_ERR). The number that succeeded; first_err:
+ * when the first flush arrived. */
+static int drain_recvs(struct side *s, int n, int ok, double *first_err)
 {
-	int ok = 0, errors = 0;
+	int errors = 0;
 	struct ibv_wc wc;
 
 	*first_err = 0;
@@ -398,6 +398,7 @@ static int initiator_killed(bool we_dial)
 	struct chan c;
 	pid_t pid = spawn(true, &c);
 	double t_kill, t_err;
+	struct ibv_wc wc;
 	int ok, rc;
 
 	side_opts_default(&o);
@@ -410,11 +411,16 @@ static int initiator_killed(bool we_dial)
 				  i),
 		      "recv");
 	chan_barrier(&c);
-	usleep(50000); /* mid-transfer */
+	/* mid-transfer: the first message is in (a peer that never sent
+	 * anything is seen by nobody, as on a device: no traffic) */
+	CHECK(!poll_one(s.cq, &wc, 10000) && wc.status == IBV_WC_SUCCESS &&
+		      wc.wr_id == 0,
+	      "a first message within 10 s");
+	usleep(50000);
 	t_kill = now_s();
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
-	ok = drain_recvs(&s, 4096, &t_err);
+	ok = drain_recvs(&s, 4096, 1, &t_err);
 	CHECK(ok < 4096 && t_err - t_kill < 1.0, "flush after %.3f s",
 	      t_err - t_kill);
 	printf("  initiator killed (%s) after %d messages: %d receives "
