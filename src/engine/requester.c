@@ -187,7 +187,12 @@ void srn_req_complete(struct srn_qp *qp)
 		struct srn_cqe c;
 		bool post;
 
-		if (!w->done)
+		/* an error is seen only once the QP is in ERR: whoever
+		 * records one moves the QP there (srn_qp_error, or
+		 * srn_qp_async_error for the requester), and entering ERR
+		 * completes again (srn_req_flush) */
+		if (!w->done || (w->status != IBV_WC_SUCCESS &&
+				 srn_qp_state(qp) != IBV_QPS_ERR))
 			break;
 		post = w->status != IBV_WC_SUCCESS || srn_wqe_signaled(qp, w);
 		if (post)
@@ -263,8 +268,7 @@ static bool srn_req_step(struct srn_qp *qp, struct srn_swqe *w)
 		srn_dbg("QP 0x%06x wr_id %llu failed: %s",
 			qp->ibqpx.qp_base.qp_num, (unsigned long long)w->wr_id,
 			srn_wc_status_str(status));
-		srn_req_complete(qp);
-		srn_qp_error(qp);
+		srn_qp_error(qp); /* then srn_req_run's flush completes it */
 	}
 	return true;
 }

@@ -492,6 +492,10 @@ static int list_init(struct chan *c, void *arg)
 			      wc.status == want,
 		      "WR %d: %s (want %s)", i, ibv_wc_status_str(wc.status),
 		      ibv_wc_status_str(want));
+		if (!i) /* an error completion is seen only in ERR */
+			CHECK(qp_state(s.qp) == IBV_QPS_ERR,
+			      "QP in state %d at its error completion",
+			      qp_state(s.qp));
 	}
 	CHECK(wait_err(s.qp), "initiator QP not in ERR");
 	chan_barrier(c);

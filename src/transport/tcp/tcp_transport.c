@@ -476,9 +476,8 @@ static void srn_tcp_req_timeout(struct srn_tcp_link *l)
 	l->resp_pos++;
 	l->resp_psn++;
 	srn_tcp_link_stop(l); /* a sender blocked on l gives up */
-	/* not completed here: the requester moves the QP to ERR first, then
-	 * completes this WQE and flushes the rest (srn_req_run), so the
-	 * application never sees the error while the QP is still in RTS */
+	/* completed once the requester has moved the QP to ERR (it flushes
+	 * the rest; srn_req_complete holds an error back until then) */
 	srn_qp_async_error(qp);
 }
 
