@@ -9,9 +9,10 @@
 #     scans 300 QPNs;
 #   - a second process on the peer's host (.2: same address) claims the
 #     victim with the right QPNs, a second link.
-# Each claim must be refused ('refused N'), no request answered, the
-# victim's QP still in RTS while it happens, and the pair must finish with
-# its data intact. Exit 77 (skip) without root or namespaces.
+# Each claim must be refused with EACCES ('refused 13'; a QPN nobody
+# owns: ENOENT), no request answered, the victim's QP still in RTS while
+# it happens, and the pair must finish with its data intact. Exit 77
+# (skip) without root or namespaces.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 lib=${SOFTRNIC_LIB_DIR:-$here/../../build/lib}
@@ -48,21 +49,24 @@ echo "victim QP $vq, its peer $pq ($line)"
 [ -n "$vq" ] && [ -n "$pq" ]
 check "the pair is connected" $? "stat: $line"
 
+# refused with EACCES (13) and nothing answered: what the attacker printed
+refused() { [ "$(head -1 <<<"$1")" = "refused 13" ] && ! grep -q answers <<<"$1"; }
 a1=$(ip netns exec $C python3 "$att" 198.51.100.1 4791 hello 198.51.100.2 "$pq" "$vq")
-[ "$(head -1 <<<"$a1")" != accepted ] && ! grep -q answers <<<"$a1"
+refused "$a1"
 check "third host claiming the peer's GID: refused, nothing answered" $? "$a1"
 echo "     ($(tr '\n' ' ' <<<"$a1"))"
 a2=$(ip netns exec $C python3 "$att" 198.51.100.1 4791 hello 198.51.100.3 "$pq" "$vq")
-[ "$(head -1 <<<"$a2")" != accepted ] && ! grep -q answers <<<"$a2"
+refused "$a2"
 check "third host with its own GID: refused, nothing answered" $? "$a2"
 a3=$(ip netns exec $C python3 "$att" 198.51.100.1 4791 close 198.51.100.2 "$pq" "$vq")
-check "HELLO-then-close: refused" "$([ "$a3" != accepted ]; echo $?)" "$a3"
+check "HELLO-then-close: refused" "$([ "$a3" = "refused 13" ]; echo $?)" "$a3"
 a4=$(ip netns exec $B python3 "$att" 198.51.100.1 4791 hello 198.51.100.2 "$pq" "$vq")
-[ "$(head -1 <<<"$a4")" != accepted ] && ! grep -q answers <<<"$a4"
+refused "$a4"
 check "a second link from the peer's host: refused" $? "$a4"
-a5=$(ip netns exec $C python3 "$att" 198.51.100.1 4791 scan 198.51.100.3 1 $((vq - 150)) 300 |
-	grep -c accepted)
-check "QPN scan: nothing accepted" "$([ "$a5" = 0 ]; echo $?)" "$a5 accepted"
+a5=$(ip netns exec $C python3 "$att" 198.51.100.1 4791 scan 198.51.100.3 1 $((vq - 150)) 300)
+[ "$(grep -Ec '^refused (2|13)$' <<<"$a5")" = 300 ]
+check "QPN scan: each refused (ENOENT; EACCES for a live QP)" $? \
+	"$(sort <<<"$a5" | uniq -c | tr '\n' ' ')"
 st=$(run $A 198.51.100.1 "$tool" stat 2>/dev/null | grep "^$vq")
 grep -q RTS <<<"$st"
 check "the victim's QP is still in RTS" $? "$st"

@@ -24,7 +24,7 @@ import struct
 import sys
 
 MAGIC = 0x57524E53
-VERSION = 3
+VERSION = 4
 HELLO, HELLO_ACK, SEND, WRITE, READ_REQ = 1, 2, 3, 4, 5
 HDR = struct.Struct("<IBBHIIIIQII")  # 40 bytes
 
