@@ -11,13 +11,29 @@
 #     victim with the right QPNs, a second link.
 # Each claim must be refused with EACCES ('refused 13'; a QPN nobody
 # owns: ENOENT), no request answered, the victim's QP still in RTS while
-# it happens, and the pair must finish with its data intact. Exit 77
-# (skip) without root or namespaces.
+# it happens, and the pair must finish with its data intact.
+# Then a victim whose memory is checked byte for byte (wire_victim, its
+# client on .1 WRITEs and READs back at .2):
+#   - its client's stream (HELLO and requests, built byte for byte as the
+#     client sends them) is replayed from the third host while the pair
+#     runs (paused between two phases, and while the second runs: it goes
+#     on until the replay is over), from
+#     the peer's host while the pair runs (a second link), and from the
+#     third host after the client left (BYE): refused 13, nothing
+#     answered; the client finishes, the victim's QP is in RTS and every
+#     byte of its MR is what the client last wrote or the initial pattern;
+#   - a link that claims the right QPNs from the right address (the peer's
+#     host, before the peer dials) but sends a WRITE with a wrong PSN (5
+#     ahead; 1 behind): accepted, then dropped with nothing answered or
+#     written, and the victim's QP in ERR (docs/wire.md, "Errors and
+#     faults": a psn out of sequence drops the connection, QP -> ERR).
+# Exit 77 (skip) without root or namespaces.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 lib=${SOFTRNIC_LIB_DIR:-$here/../../build/lib}
 tool=$(dirname "$lib")/bin/softrnic
 att=$here/wire_attacker.py
+vic=${1:-$(dirname "$lib")/bin/wire_victim}
 [ "$(id -u)" = 0 ] || { echo "skip: needs root for network namespaces"; exit 77; }
 command -v ibv_rc_pingpong >/dev/null || { echo "skip: ibverbs-utils missing"; exit 77; }
 p=srnatk$$
@@ -70,6 +86,74 @@ check "QPN scan: each refused (ENOENT; EACCES for a live QP)" $? \
 st=$(run $A 198.51.100.1 "$tool" stat 2>/dev/null | grep "^$vq")
 grep -q RTS <<<"$st"
 check "the victim's QP is still in RTS" $? "$st"
+
+# until FILE has a line matching RE (120 s at most: a loaded machine)
+await() {
+	for _ in $(seq 1 1200); do
+		grep -Eq "$2" "$1" 2>/dev/null && return 0
+		sleep 0.1
+	done
+	return 1
+}
+# victim's words: "victim qpn Q rq_psn P rkey K addr A peer_qpn R"
+field() { grep -m1 '^victim qpn' "$1" | awk -v f="$2" '{for (i = 1; i < NF; i++) if ($i == f) print $(i + 1)}'; }
+replay() { # netns: replays the client's first 50 rounds at the victim
+	ip netns exec "$1" python3 "$att" 198.51.100.2 4791 replay 198.51.100.1 \
+		"$(field "$out/v" peer_qpn)" "$(field "$out/v" qpn)" \
+		"$(field "$out/v" rq_psn)" "$(field "$out/v" rkey)" \
+		"$(field "$out/v" addr)" 50
+}
+run $B 198.51.100.2 "$vic" serve 18516 "$out/vgo" >"$out/v" 2>&1 &
+pv=$!
+run $A 198.51.100.1 "$vic" client 198.51.100.2 18516 50 "$out/cgo" \
+	"$out/cstop" >"$out/c" 2>&1 &
+pc=$!
+await "$out/c" "phase1 done"
+check "victim pair: 50 rounds (WRITE, READ back) done" $? "$(cat "$out/v" "$out/c")"
+r1=$(replay $C)
+refused "$r1"
+check "replay from a third host, the pair's link up: refused, nothing answered" $? "$r1"
+r2=$(replay $A)
+refused "$r2"
+check "replay from the peer's host (a second link): refused, nothing answered" $? "$r2"
+touch "$out/cgo" # the client's rounds go on until cstop: we replay again
+r3=$(replay $C)
+refused "$r3" && kill -0 $pc
+check "replay from a third host while the pair runs: refused, nothing answered" $? "$r3"
+touch "$out/cstop"
+wait $pc
+rc=$?
+[ $rc = 0 ] && grep -Eq "client done \([0-9]+ rounds\)" "$out/c"
+check "the victim's client finished, every READ what it wrote" $? "exit $rc: $(cat "$out/c")"
+await "$out/v" "pair done"
+r4=$(replay $C)
+refused "$r4"
+check "replay from a third host after the client left: refused, nothing answered" $? "$r4"
+touch "$out/vgo"
+wait $pv
+grep -qx "state RTS" "$out/v" && grep -qx "mr intact" "$out/v"
+check "the victim's QP in RTS, its MR byte for byte as the client left it" $? \
+	"$(cat "$out/v")"
+
+# a link with the right QPNs from the right address (before the peer
+# dials) whose WRITE has a wrong PSN: 5 ahead, 1 behind
+for d in 5 -1; do
+	rm -f "$out/ago"
+	psn=$(( (RANDOM << 8 | RANDOM & 255) % 0xfffff0 + 8 ))
+	run $B 198.51.100.2 "$vic" alone 198.51.100.1 0x777 $psn "$out/ago" \
+		>"$out/w$d" 2>&1 &
+	pv=$!
+	await "$out/w$d" "pair done"
+	w=$(ip netns exec $A python3 "$att" 198.51.100.2 4791 psn 198.51.100.1 \
+		0x777 "$(field "$out/w$d" qpn)" $((psn + d)) \
+		"$(field "$out/w$d" rkey)" "$(field "$out/w$d" addr)")
+	[ "$w" = "$(printf 'accepted\ndropped')" ]
+	check "right QPNs and address, PSN off by $d: accepted, then dropped unanswered" $? "$w"
+	touch "$out/ago"
+	wait $pv
+	grep -qx "state ERR" "$out/w$d" && grep -qx "mr intact" "$out/w$d"
+	check "  ... the victim's QP in ERR (wire.md), its MR unchanged" $? "$(cat "$out/w$d")"
+done
 
 wait $pa
 ra=$?

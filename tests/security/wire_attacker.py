@@ -4,6 +4,9 @@
 security tests: it speaks the wire format by hand.
 
 usage: wire_attacker.py HOST PORT MODE SRC_IP SRC_QPN DST_QPN [COUNT]
+       wire_attacker.py HOST PORT replay SRC_IP SRC_QPN DST_QPN PSN RKEY
+                        RADDR ROUNDS
+       wire_attacker.py HOST PORT psn SRC_IP SRC_QPN DST_QPN PSN RKEY RADDR
 
 MODE
   hello    HELLO claiming to be QP SRC_QPN at SRC_IP, for QP DST_QPN; then
@@ -11,6 +14,13 @@ MODE
            random ones), as if it had been accepted
   close    HELLO, then close at once (HELLO-then-close)
   scan     HELLO for COUNT QPNs from DST_QPN on, one connection each
+  replay   the stream wire_victim's client sends (tcp_attack.sh), byte for
+           byte: its HELLO, then for each of ROUNDS rounds r a WRITE of 256
+           bytes of value r % 250 + 1 (psn PSN + 2r) and a READ_REQ of them
+           (psn PSN + 2r + 1), at RADDR with RKEY
+  psn      HELLO, then a WRITE of 256 bytes (0xee) and a READ_REQ at RADDR
+           with RKEY, with psns PSN and PSN + 1 (a wrong PSN: the victim
+           expects another)
 
 Prints one line per connection: 'refused N' (HELLO_ACK with error N),
 'accepted' (HELLO_ACK 0), 'closed' (the connection ended), and for hello
@@ -83,8 +93,42 @@ def requests(s):
         return "dropped" if not got else "answers %d" % got
 
 
+def victim_requests(s, psn, rkey, raddr, values):
+    """wire_victim's client's requests (WRITE, READ_REQ per value) sent
+    after the HELLO; counts what answers."""
+    got = 0
+    try:
+        for i, v in enumerate(values):
+            s.sendall(hdr(WRITE, psn + 2 * i, 256, rkey, raddr) + bytes([v]) * 256)
+            s.sendall(hdr(READ_REQ, psn + 2 * i + 1, 256, rkey, raddr))
+    except OSError:
+        pass  # closed on us: what came back says the rest
+    try:
+        s.settimeout(3)
+        while True:
+            rep = recv_exact(s, HDR.size)
+            if rep is None:
+                break
+            got += 1
+            f = HDR.unpack(rep)
+            if f[5] and f[2] != 7:
+                recv_exact(s, f[5])
+    except (socket.timeout, ConnectionError, OSError):
+        pass
+    return "answers %d" % got if got else "dropped"
+
+
 def main():
     host, port, mode, src_ip = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+    if mode in ("replay", "psn"):
+        src_qpn, dst_qpn, psn, rkey, raddr = (int(a, 0) for a in sys.argv[5:10])
+        values = ([r % 250 + 1 for r in range(int(sys.argv[10]))]
+                  if mode == "replay" else [0xee])
+        s, what = do_hello(host, port, src_ip, src_qpn, dst_qpn)
+        print(what)
+        print(victim_requests(s, psn, rkey, raddr, values))
+        s.close()
+        return 0
     src_qpn, dst_qpn = int(sys.argv[5], 0), int(sys.argv[6], 0)
     count = int(sys.argv[7]) if len(sys.argv) > 7 else 1
     if mode == "scan":
