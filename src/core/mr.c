@@ -177,19 +177,37 @@ static int srn_key_random(void *buf, size_t len)
  * kernel's CSPRNG 64 words at a time per thread: no key says anything of
  * another (the state of a linear generator such as xorshift follows from
  * a few of its outputs, and with it every later key). A child of fork
- * draws afresh (srn_pid changes), so it never repeats its parent's tags.
+ * draws afresh (srn_key_forks changes), so it never repeats its parent's
+ * tags.
  * Without getrandom (it does not fail on Linux >= 3.17 for 256 bytes) the
  * clock and a counter stand in, with a warning.
  */
+static unsigned srn_key_forks; /* children of fork: this one's number */
+static pthread_once_t srn_key_once = PTHREAD_ONCE_INIT;
+
+static void srn_key_atfork_child(void)
+{
+	/* relaxed: the child has one thread when this runs */
+	__atomic_add_fetch(&srn_key_forks, 1, __ATOMIC_RELAXED);
+}
+
+static void srn_key_init(void)
+{
+	pthread_atfork(NULL, NULL, srn_key_atfork_child);
+}
+
 uint32_t srn_key_tag(unsigned bits)
 {
 	static __thread uint32_t pool[64];
-	static __thread unsigned left, seq;
-	static __thread pid_t owner;
+	static __thread unsigned left, seq, gen;
+	unsigned forks;
 	uint32_t tag;
 
+	pthread_once(&srn_key_once, srn_key_init);
+	/* relaxed: written only in a child of fork, before any other thread */
+	forks = __atomic_load_n(&srn_key_forks, __ATOMIC_RELAXED);
 	do {
-		if (!left || owner != srn_pid) {
+		if (!left || gen != forks) {
 			int err = srn_key_random(pool, sizeof(pool));
 
 			if (err) {
@@ -201,7 +219,7 @@ uint32_t srn_key_tag(unsigned bits)
 						  ++seq;
 			}
 			left = 64;
-			owner = srn_pid;
+			gen = forks;
 		}
 		tag = pool[--left] & ((1u << bits) - 1);
 	} while (!tag);
