@@ -25,7 +25,7 @@ static inline int srn_sq_check(const struct srn_qp *qp,
 	if (!op || !(qp->wr_ops & (1u << (wr->opcode & 31))) ||
 	    wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->cap.max_send_sge)
 		return EINVAL;
-	/* acquire: pairs with the release in srn_req_complete */
+	/* acquire: pairs with the release in srn_comp_send_done */
 	if (qp->sq.prod - __atomic_load_n(&qp->sq.cons, __ATOMIC_ACQUIRE) >=
 	    qp->sq.max_wr)
 		return ENOMEM;

@@ -27,11 +27,16 @@ void srn_qp_error(struct srn_qp *qp);
 void srn_qp_fatal(struct srn_qp *qp);
 void srn_qp_flush_recv(struct srn_qp *qp);
 
-/* ---- requester.c / completer.c ---- */
+/* The send queue's WQE number i (its slot). */
+static inline struct srn_swqe *srn_sq_wqe(struct srn_qp *qp, uint64_t i)
+{
+	return (struct srn_swqe *)(qp->sq.buf +
+				   (i & (qp->sq.size - 1)) * qp->sq.stride);
+}
+
+/* ---- requester.c ---- */
 void srn_req_run(struct srn_qp *qp);
 void srn_req_detach(struct srn_qp *qp);
-void srn_req_complete(struct srn_qp *qp);
-struct srn_swqe *srn_sq_wqe(struct srn_qp *qp, uint64_t i);
 unsigned srn_req_retry_stalled(struct srn_context *ctx);
 
 /* Are send queues of ctx waiting for a retry (a hint, for pollers)? */
@@ -47,6 +52,9 @@ void srn_comp_send_cqe(struct srn_qp *qp, const struct srn_swqe *wqe,
 		       enum ibv_wc_status status, struct srn_cqe *c);
 void srn_comp_send_post(struct srn_qp *qp, const struct srn_cqe *c);
 void srn_comp_recv_flush(struct srn_qp *qp, uint64_t wr_id);
+void srn_comp_send_done(struct srn_qp *qp);
+bool srn_comp_lock(struct srn_qp *qp);
+void srn_comp_unlock(struct srn_qp *qp, bool locked);
 uint64_t srn_rnr_timer_ns(uint8_t min_rnr_timer);
 uint64_t srn_ack_timeout_ns(uint8_t timeout);
 

@@ -231,8 +231,13 @@ void srn_qp_set_state(struct srn_qp *qp, enum ibv_qp_state next)
 	__atomic_store_n(&qp->ibqpx.qp_base.state, next, __ATOMIC_RELEASE);
 	__atomic_store_n(&qp->shm->state, (uint32_t)next, __ATOMIC_RELEASE);
 	qp->attr.qp_state = next;
-	if (next == IBV_QPS_ERR)
+	if (next == IBV_QPS_ERR) {
+		/* a failed WQE, which srn_comp_send_done held back until the QP
+		 * is seen in ERR, completes now, ahead of the flushes: the
+		 * error comes first in a shared CQ, as from a device */
+		srn_comp_send_done(qp);
 		srn_qp_flush_recv(qp);
+	}
 }
 
 /* Completes every receive WQE still posted with WR_FLUSH_ERR. rq_lock held

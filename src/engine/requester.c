@@ -43,12 +43,6 @@ uint64_t srn_ack_timeout_ns(uint8_t timeout)
 	return timeout ? 4096ull << (timeout & 31) : 0;
 }
 
-struct srn_swqe *srn_sq_wqe(struct srn_qp *qp, uint64_t i)
-{
-	return (struct srn_swqe *)(qp->sq.buf +
-				   (i & (qp->sq.size - 1)) * qp->sq.stride);
-}
-
 /* Does the QP need the requester again (sq_lock, or retry_lock for the
  * flags: see srn_qp_want_run)? */
 static bool srn_req_wanted(const struct srn_qp *qp)
@@ -149,65 +143,6 @@ static bool srn_req_stall(struct srn_qp *qp, enum srn_stall why,
 	return false;
 }
 
-static bool srn_wqe_signaled(const struct srn_qp *qp, const struct srn_swqe *w)
-{
-	return qp->sq_sig_all || (w->send_flags & IBV_SEND_SIGNALED);
-}
-
-/*
- * Completes, in order, the executed WQEs whose outcome is known: a CQE for
- * each signaled or failed one. Any thread; takes comp_lock.
- */
-/* A synchronous transport completes only under sq_lock: no other lock. */
-static bool srn_comp_lock(struct srn_qp *qp)
-{
-	bool async = qp->tops && qp->tops->async;
-
-	if (async)
-		srn_lock(&qp->comp_lock);
-	return async;
-}
-
-static void srn_comp_unlock(struct srn_qp *qp, bool locked)
-{
-	if (locked)
-		srn_unlock(&qp->comp_lock);
-}
-
-void srn_req_complete(struct srn_qp *qp)
-{
-	struct srn_sq *sq = &qp->sq;
-	bool locked = srn_comp_lock(qp);
-
-	/* acquire: pairs with the release of sent in srn_req_executed (and
-	 * srn_req_flush, srn_req_rewind): the WQEs' outcome is visible */
-	while (sq->cons != __atomic_load_n(&sq->sent, __ATOMIC_ACQUIRE)) {
-		struct srn_swqe *w = srn_sq_wqe(qp, sq->cons);
-
-		struct srn_cqe c;
-		bool post;
-
-		/* an error is seen only once the QP is in ERR: whoever
-		 * records one moves the QP there (srn_qp_error, or
-		 * srn_qp_async_error for the requester), and entering ERR
-		 * completes again (srn_req_flush) */
-		if (!w->done || (w->status != IBV_WC_SUCCESS &&
-				 srn_qp_state(qp) != IBV_QPS_ERR))
-			break;
-		post = w->status != IBV_WC_SUCCESS || srn_wqe_signaled(qp, w);
-		if (post)
-			srn_comp_send_cqe(qp, w, w->status, &c);
-		/* release: the slot is free before its completion can be
-		 * seen (an application that polls it may post at once);
-		 * pairs with the acquire of cons in srn_sq_check (called by
-		 * srn_sq_push) */
-		__atomic_store_n(&sq->cons, sq->cons + 1, __ATOMIC_RELEASE);
-		if (post)
-			srn_comp_send_post(qp, &c);
-	}
-	srn_comp_unlock(qp, locked);
-}
-
 /* ERR: every WQE not done yet, in flight or waiting, is flushed. */
 static void srn_req_flush(struct srn_qp *qp)
 {
@@ -222,11 +157,11 @@ static void srn_req_flush(struct srn_qp *qp)
 			w->done = 1;
 		}
 	}
-	/* release: pairs with the acquire of sent in srn_req_complete (and
+	/* release: pairs with the acquire of sent in srn_comp_send_done (and
 	 * in a transport's receive side) */
 	__atomic_store_n(&sq->sent, sq->prod, __ATOMIC_RELEASE);
 	srn_comp_unlock(qp, locked);
-	srn_req_complete(qp);
+	srn_comp_send_done(qp);
 }
 
 /* Records the outcome of the WQE at sent and moves past it. */
@@ -240,7 +175,7 @@ static void srn_req_executed(struct srn_qp *qp, struct srn_swqe *w,
 		w->status = status;
 		w->done = 1;
 	}
-	/* release: pairs with the acquire of sent in srn_req_complete (and
+	/* release: pairs with the acquire of sent in srn_comp_send_done (and
 	 * in a transport's receive side) */
 	__atomic_store_n(&qp->sq.sent, qp->sq.sent + 1, __ATOMIC_RELEASE);
 	srn_comp_unlock(qp, locked);
@@ -285,7 +220,7 @@ static void srn_req_rewind(struct srn_qp *qp)
 		return;
 	locked = srn_comp_lock(qp);
 	/* cons <= pos <= sent. release: pairs with the acquire of sent in
-	 * srn_req_complete (and in a transport's receive side) */
+	 * srn_comp_send_done (and in a transport's receive side) */
 	if (pos - sq->cons <= sq->sent - sq->cons)
 		__atomic_store_n(&sq->sent, pos, __ATOMIC_RELEASE);
 	srn_comp_unlock(qp, locked);
@@ -341,7 +276,7 @@ void srn_req_run(struct srn_qp *qp)
 	if (srn_qp_state(qp) == IBV_QPS_ERR)
 		srn_req_flush(qp);
 	else
-		srn_req_complete(qp);
+		srn_comp_send_done(qp);
 	srn_req_unstall(qp);
 }
 

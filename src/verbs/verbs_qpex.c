@@ -62,7 +62,7 @@ static struct srn_swqe *srn_bx_open(struct ibv_qp_ex *x, unsigned opcode,
 	srn_bx_close(qp);
 	if (!(qp->send_ops_flags & with))
 		srn_bx_fail(qp, EINVAL);
-	/* acquire: pairs with the release in srn_req_complete */
+	/* acquire: pairs with the release in srn_comp_send_done */
 	if (pos - __atomic_load_n(&sq->cons, __ATOMIC_ACQUIRE) >= sq->max_wr)
 		srn_bx_fail(qp, ENOMEM);
 	if (qp->bx_err)

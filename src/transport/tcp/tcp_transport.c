@@ -281,7 +281,7 @@ static int srn_tcp_acked(struct srn_tcp_link *l, uint32_t psn)
 		l->resp_pos++;
 		l->resp_psn++;
 	}
-	srn_req_complete(qp);
+	srn_comp_send_done(qp);
 	return 0;
 }
 
@@ -446,7 +446,7 @@ int srn_tcp_req_on_msg(struct srn_tcp_link *l, const struct srn_wire_hdr *h)
 					 memory_order_relaxed))
 			srn_progress_request_retry(); /* a credit stall */
 	}
-	srn_req_complete(qp);
+	srn_comp_send_done(qp);
 	if (l->resp_status != IBV_WC_SUCCESS)
 		srn_qp_async_error(qp);
 	return 0;
@@ -477,7 +477,7 @@ static void srn_tcp_req_timeout(struct srn_tcp_link *l)
 	l->resp_psn++;
 	srn_tcp_link_stop(l); /* a sender blocked on l gives up */
 	/* completed once the requester has moved the QP to ERR (it flushes
-	 * the rest; srn_req_complete holds an error back until then) */
+	 * the rest; srn_comp_send_done holds an error back until then) */
 	srn_qp_async_error(qp);
 }
 
