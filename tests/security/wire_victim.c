@@ -16,7 +16,8 @@
  * done"; then it waits for GOFILE to exist, prints "state NAME" (its QP's
  * state) and "mr intact" if every byte of the MR is what it must be (the
  * pattern; the first 256 bytes the client's last WRITE, if a client came),
- * else "mr changed at OFFSET"; exit 0.
+ * else "mr changed at OFFSET"; exit 0. If GOFILE.mid appears before
+ * GOFILE, it prints "mid state NAME" then.
  *
  * The client does ROUNDS1 rounds (round r: an RDMA WRITE of 256 bytes of
  * value (r % 250) + 1 to the start of the victim's MR, then a READ of them
@@ -28,6 +29,7 @@
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <netdb.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -179,16 +181,33 @@ static const char *state_name(enum ibv_qp_state s)
 	return (unsigned)s < 7 ? names[s] : "?";
 }
 
-/* The end of a victim: its QP's state and whether its MR is as it must. */
-static int victim_report(struct end *e, const char *gofile, int rounds)
+static const char *qp_state_now(struct ibv_qp *qp)
 {
 	struct ibv_qp_attr a;
 	struct ibv_qp_init_attr ia;
 
-	wait_file(gofile);
-	if (ibv_query_qp(e->qp, &a, IBV_QP_STATE, &ia))
+	if (ibv_query_qp(qp, &a, IBV_QP_STATE, &ia))
 		fail("query QP");
-	printf("state %s\n", state_name(a.qp_state));
+	return state_name(a.qp_state);
+}
+
+/* The end of a victim: its QP's state and whether its MR is as it must;
+ * also "mid state NAME" when GOFILE.mid appears first. */
+static int victim_report(struct end *e, const char *gofile, int rounds)
+{
+	char mid[4096];
+	bool said = false;
+
+	snprintf(mid, sizeof(mid), "%s.mid", gofile);
+	while (access(gofile, F_OK)) {
+		if (!said && !access(mid, F_OK)) {
+			printf("mid state %s\n", qp_state_now(e->qp));
+			fflush(stdout);
+			said = true;
+		}
+		usleep(20000);
+	}
+	printf("state %s\n", qp_state_now(e->qp));
 	for (size_t i = 0; i < MR_LEN; i++) {
 		uint8_t want = rounds > 0 && i < SLOT ?
 				       round_value((uint32_t)rounds - 1) :

@@ -266,15 +266,22 @@ bool srn_tcp_link_matches(const struct srn_tcp_link *l,
 /*
  * l becomes the link the QP's peer sends its requests on (and, on the side
  * that did not dial, where the QP's own requests go): the one link the QP
- * talks to. The peer's requests start at the QP's rq_psn. conn_lock held,
- * and the progress lock (no receive side runs on l meanwhile).
+ * talks to. The peer's requests start at the QP's rq_psn, or, after a
+ * link that left in order (BYE), where that one stopped: a PSN of the QP's
+ * RTR is good once, so a replay of the old link's stream is out of
+ * sequence. conn_lock held, and the progress lock (no receive side runs on
+ * l meanwhile).
  */
 void srn_tcp_link_own(struct srn_tcp_link *l, struct srn_qp *qp,
 		      struct srn_tcp_qp *tq)
 {
-	l->done_psn = srn_qp_rx_get(qp).rq_psn - 1; /* nothing done yet */
+	/* acquire: pairs with the release in srn_tcp_peer_link_clear */
+	uint64_t left = __atomic_load_n(&tq->left_psn, __ATOMIC_ACQUIRE);
+	uint32_t next = left >> 32 ? (uint32_t)left : srn_qp_rx_get(qp).rq_psn;
+
+	l->done_psn = next - 1; /* nothing done yet */
 	if (l->rx.psn_free) { /* no request parsed yet: they start here */
-		l->rx.next_psn = srn_qp_rx_get(qp).rq_psn;
+		l->rx.next_psn = next;
 		l->rx.psn_free = false;
 	}
 	/* relaxed: tx_lock's, and nothing sends on l before it is owned */
