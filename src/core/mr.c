@@ -94,8 +94,12 @@ int srn_tpt_lookup(const struct srn_tpt_shm *tpt, uint32_t key,
 	ref->length = __atomic_load_n(&e->length, __ATOMIC_ACQUIRE);
 	ref->va = __atomic_load_n(&e->va, __ATOMIC_ACQUIRE);
 	ref->flags = __atomic_load_n(&e->flags, __ATOMIC_ACQUIRE);
-	ref->mr_key = __atomic_load_n(&e->mr_key, __ATOMIC_ACQUIRE);
-	ref->qpn = __atomic_load_n(&e->qpn, __ATOMIC_ACQUIRE);
+	if (srn_unlikely(ref->flags & SRN_TPT_MW)) { /* only a window's */
+		/* acquire: as above */
+		ref->mr_key = __atomic_load_n(&e->mr_key, __ATOMIC_ACQUIRE);
+		/* acquire: as above */
+		ref->qpn = __atomic_load_n(&e->qpn, __ATOMIC_ACQUIRE);
+	}
 	if (__atomic_load_n(&e->key, __ATOMIC_RELAXED) != k)
 		return -ENOENT;
 	return 0;
@@ -146,12 +150,17 @@ enum srn_key_err srn_rkey_check(const struct srn_tpt_shm *tpt, uint32_t key,
 	ke = srn_key_check_ref(ref, pd_handle, need_access, addr, len);
 	if (ke != SRN_KEY_OK)
 		return ke;
+	if (srn_likely(!(ref->flags & SRN_TPT_MW))) { /* an MR's own key */
+		ref->map_key = ref->key;
+		ref->map_access = ref->access;
+		ref->map_iova = ref->iova;
+		ref->map_length = ref->length;
+		ref->map_va = ref->va;
+		return SRN_KEY_OK;
+	}
 	if ((ref->flags & SRN_TPT_MW_TYPE2) && ref->qpn != qpn)
 		return SRN_KEY_BAD_QP;
-	if (!(ref->flags & SRN_TPT_MW))
-		mr = *ref;
-	else if (srn_tpt_lookup(tpt, ref->mr_key, &mr) ||
-		 (mr.flags & SRN_TPT_MW))
+	if (srn_tpt_lookup(tpt, ref->mr_key, &mr) || (mr.flags & SRN_TPT_MW))
 		return SRN_KEY_BAD_KEY; /* its MR is gone */
 	ref->map_key = mr.key;
 	ref->map_access = mr.access;
