@@ -95,11 +95,15 @@ int srn_tpt_lookup(const struct srn_tpt_shm *tpt, uint32_t key,
 	ref->va = __atomic_load_n(&e->va, __ATOMIC_ACQUIRE);
 	ref->flags = __atomic_load_n(&e->flags, __ATOMIC_ACQUIRE);
 	if (srn_unlikely(ref->flags & SRN_TPT_MW)) { /* only a window's */
-		/* acquire: as above */
+		/* acquire: as the fields above (pairs with the release of
+		 * key in srn_tpt_set_entry) */
 		ref->mr_key = __atomic_load_n(&e->mr_key, __ATOMIC_ACQUIRE);
-		/* acquire: as above */
+		/* acquire: as mr_key (pairs with the release of key in
+		 * srn_tpt_set_entry) */
 		ref->qpn = __atomic_load_n(&e->qpn, __ATOMIC_ACQUIRE);
 	}
+	/* relaxed: the second read of key, ordered by the acquires above;
+	 * a different key means a torn copy */
 	if (__atomic_load_n(&e->key, __ATOMIC_RELAXED) != k)
 		return -ENOENT;
 	return 0;
