@@ -185,16 +185,6 @@ static int srn_key_random(void *buf, size_t len)
 	return n == (ssize_t)len ? 0 : n < 0 ? -errno : -EIO;
 }
 
-/*
- * A random nonzero tag of bits bits (bits < 32) for a key, drawn from the
- * kernel's CSPRNG 64 words at a time per thread: no key says anything of
- * another (the state of a linear generator such as xorshift follows from
- * a few of its outputs, and with it every later key). A child of fork
- * draws afresh (srn_key_forks changes), so it never repeats its parent's
- * tags.
- * Without getrandom (it does not fail on Linux >= 3.17 for 256 bytes) the
- * clock and a counter stand in, with a warning.
- */
 static unsigned srn_key_forks; /* children of fork: this one's number */
 static pthread_once_t srn_key_once = PTHREAD_ONCE_INIT;
 
@@ -209,6 +199,16 @@ static void srn_key_init(void)
 	pthread_atfork(NULL, NULL, srn_key_atfork_child);
 }
 
+/*
+ * A random nonzero tag of bits bits (bits < 32) for a key, drawn from the
+ * kernel's CSPRNG 64 words at a time per thread: no key says anything of
+ * another (the state of a linear generator such as xorshift follows from
+ * a few of its outputs, and with it every later key). A child of fork
+ * draws afresh (srn_key_forks changes), so it never repeats its parent's
+ * tags.
+ * Without getrandom (it does not fail on Linux >= 3.17 for 256 bytes) the
+ * clock and a counter stand in, with a warning.
+ */
 uint32_t srn_key_tag(unsigned bits)
 {
 	static __thread uint32_t pool[64];
