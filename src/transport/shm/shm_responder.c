@@ -74,7 +74,7 @@ int srn_resp_mr_any(struct srn_peer *p, uint32_t key, uint64_t addr,
 
 	/* a remote access may use a window's key (of this QP, for type 2);
 	 * a receive buffer needs an MR's */
-	if (need_access & SRN_ACCESS_REMOTE)
+	if (need_access & SRN_ACCESS_REMOTE) /* fills ref.map_* */
 		ke = srn_rkey_check(p->tpt, key, p->pd_handle, p->qpn,
 				    need_access, addr, len, &ref);
 	else
@@ -89,7 +89,7 @@ int srn_resp_mr_any(struct srn_peer *p, uint32_t key, uint64_t addr,
 			srn_key_err_names[ke]);
 		return -EACCES;
 	}
-	if (!(ref.flags & SRN_TPT_MW)) { /* an MR maps itself */
+	if (!(need_access & SRN_ACCESS_REMOTE)) { /* an MR maps itself */
 		ref.map_key = ref.key;
 		ref.map_access = ref.access;
 		ref.map_iova = ref.iova;
