@@ -317,16 +317,7 @@ enum srn_key_err {
 };
 extern const char *const srn_key_err_names[];
 
-int srn_tpt_lookup(const struct srn_tpt_shm *tpt, uint32_t key,
-		   struct srn_key_ref *ref);
-enum srn_key_err srn_key_check(const struct srn_tpt_shm *tpt, uint32_t key,
-			       uint32_t pd_handle, unsigned need_access,
-			       uint64_t addr, uint64_t len,
-			       struct srn_key_ref *ref);
-enum srn_key_err srn_rkey_check(const struct srn_tpt_shm *tpt, uint32_t key,
-				uint32_t pd_handle, uint32_t qpn,
-				unsigned need_access, uint64_t addr,
-				uint64_t len, struct srn_key_ref *ref);
+#include "core/tpt.h" /* srn_tpt_lookup, srn_key_check, srn_rkey_check */
 int srn_tpt_init(struct srn_context *ctx);
 int srn_tpt_slot_add(struct srn_context *ctx, struct srn_mr *slot);
 void srn_tpt_slot_del(struct srn_context *ctx, struct srn_mr *slot);

@@ -129,7 +129,7 @@ enum ibv_wc_status srn_mw_bind_exec(struct srn_qp *qp, const struct srn_swqe *w)
 	struct srn_context *ctx = qp->ctx;
 	struct srn_mw *mw = w->bind_mw ? to_smw(w->bind_mw) : NULL;
 	struct srn_tpt_entry e = { 0 };
-	struct srn_key_ref mr;
+	struct srn_key_ref mr = { 0 }; /* an unbind leaves it unset */
 	int err;
 
 	if (!mw || mw->ibmw.context != &ctx->vctx.context)

@@ -131,8 +131,30 @@ bool srn_resp_commit_recv(struct srn_peer *p, uint64_t pos);
 /* shm_mr.c */
 int srn_shm_mr_fetch(struct srn_peer *p, uint32_t key, struct srn_rmr **rmr_p);
 void srn_peer_unmap_all(struct srn_peer *p);
-/* The cached mapping of target MR key, or NULL (shm_mr.c) */
-struct srn_rmr *srn_rmr_lookup(struct srn_peer *p, uint32_t key);
+/* The slots of peer's cache of mapped MRs: open addressing, linear
+ * probing, key 0 free (shm_mr.c keeps it never full) */
+static inline unsigned srn_rmr_hash(uint32_t key, unsigned cap)
+{
+	return (key * 2654435761u) & (cap - 1);
+}
+
+/* The cached mapping of target MR key, or NULL; inline: once per remote
+ * access on the data path */
+static inline struct srn_rmr *srn_rmr_lookup(struct srn_peer *p, uint32_t key)
+{
+	unsigned mask = p->rmr_cap - 1;
+
+	if (!p->rmr_cap || !key)
+		return NULL;
+	for (unsigned i = srn_rmr_hash(key, p->rmr_cap);; i = (i + 1) & mask) {
+		struct srn_rmr *m = &p->rmr[i];
+
+		if (m->key == key)
+			return m;
+		if (!m->key)
+			return NULL; /* never full: srn_rmr_slot grows it */
+	}
+}
 
 /* shm_xrc.c */
 int srn_shm_xrc_select(struct srn_peer *p, const struct srn_swqe *w,

@@ -31,27 +31,6 @@ void srn_peer_unmap_all(struct srn_peer *p)
 	p->rmr_cap = p->rmr_used = 0;
 }
 
-static unsigned srn_rmr_hash(uint32_t key, unsigned cap)
-{
-	return (key * 2654435761u) & (cap - 1);
-}
-
-struct srn_rmr *srn_rmr_lookup(struct srn_peer *p, uint32_t key)
-{
-	unsigned mask = p->rmr_cap - 1;
-
-	if (!p->rmr_cap || !key)
-		return NULL;
-	for (unsigned i = srn_rmr_hash(key, p->rmr_cap);; i = (i + 1) & mask) {
-		struct srn_rmr *m = &p->rmr[i];
-
-		if (m->key == key)
-			return m;
-		if (!m->key)
-			return NULL; /* the table is never full: see below */
-	}
-}
-
 /* Moves the mappings into a table of cap slots (a power of two). */
 static int srn_rmr_rehash(struct srn_peer *p, unsigned cap)
 {
