@@ -23,6 +23,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 
 #include "util/util.h"
@@ -781,7 +782,24 @@ int srn_local_iov(struct srn_qp *qp, const struct srn_swqe *w, unsigned need,
 		  struct iovec *iov, unsigned *n_p);
 int srn_recv_iov(struct srn_qp *qp, const struct srn_rwqe *rw,
 		 struct iovec *iov, unsigned *n_p, uint64_t *cap_p);
-void srn_iov_copy(const struct iovec *dst, unsigned nd, const struct iovec *src,
-		  unsigned ns);
+void srn_iov_copy_list(const struct iovec *dst, unsigned nd,
+		       const struct iovec *src, unsigned ns);
+
+/* Copies min(total(src), total(dst)) bytes from one iovec list to
+ * another; one to one (a WRITE or SEND of one SGE) without the list walk,
+ * as it is most of the data path's copies. */
+static inline void srn_iov_copy(const struct iovec *dst, unsigned nd,
+				const struct iovec *src, unsigned ns)
+{
+	if (nd == 1 && ns == 1) {
+		size_t k = dst->iov_len < src->iov_len ? dst->iov_len :
+							 src->iov_len;
+
+		if (k) /* a zero-length SGE may have no address */
+			memcpy(dst->iov_base, src->iov_base, k);
+		return;
+	}
+	srn_iov_copy_list(dst, nd, src, ns);
+}
 
 #endif /* SRN_CORE_H */

@@ -69,9 +69,9 @@ int srn_recv_iov(struct srn_qp *qp, const struct srn_rwqe *rw,
 	return 0;
 }
 
-/* Copies min(total(src), total(dst)) bytes from one iovec list to another. */
-void srn_iov_copy(const struct iovec *dst, unsigned nd, const struct iovec *src,
-		  unsigned ns)
+/* srn_iov_copy's walk of two lists. */
+void srn_iov_copy_list(const struct iovec *dst, unsigned nd,
+		       const struct iovec *src, unsigned ns)
 {
 	size_t doff = 0, soff = 0;
 	unsigned di = 0, si = 0;
