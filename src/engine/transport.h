@@ -32,6 +32,8 @@ struct srn_ud_dest {
 	union ibv_gid dgid;
 	uint32_t qpn; /* 0xffffff: the multicast group dgid */
 	uint32_t qkey; /* the WR's, or the QP's when the WR's MSB is set */
+	void **slot; /* the state of the sending transport for this QP
+		      * (srn_ud_slot's, found once per route) */
 };
 
 struct srn_transport_ops {

@@ -22,6 +22,7 @@ struct srn_ud_qp {
 	union ibv_gid last_gid; /* the last destination GID... */
 	const struct srn_transport_ops *last; /* ...its transport (NULL:
 					       * none yet, or none reaches) */
+	unsigned last_index; /* ...and its place in the registry */
 	bool have_last;
 	void *slot[SRN_TRANSPORT_MAX];
 };
@@ -58,6 +59,8 @@ static const struct srn_transport_ops *srn_ud_route(struct srn_qp *qp,
 	if (u->have_last && !memcmp(&u->last_gid, dgid, sizeof(*dgid)))
 		return u->last;
 	u->last = srn_transport_select_ud(dgid, &err);
+	if (u->last) /* the name is looked up once per route, not per WR */
+		u->last_index = srn_transport_index(u->last->name);
 	u->last_gid = *dgid;
 	u->have_last = true;
 	return u->last;
@@ -79,6 +82,7 @@ static int srn_ud_execute(struct srn_qp *qp, const struct srn_swqe *w,
 	t = srn_ud_route(qp, &d.dgid);
 	if (!t)
 		return 0; /* nothing reaches it: lost, as on a wire */
+	d.slot = &qp->ud->slot[qp->ud->last_index];
 	return t->ud_send(qp, w, &d, status, stall);
 }
 

@@ -26,36 +26,56 @@
 struct srn_shm_ud {
 	struct srn_peer *peer[SRN_SHM_UD_PEERS];
 	unsigned next; /* the slot taken next (the oldest) */
+	unsigned hit; /* the slot found last: looked at first */
+	/* the GRH built last: datagrams of one length to one GID share it */
+	union ibv_gid grh_dgid;
+	uint32_t grh_len; /* its payload length; 0: none built */
+	uint8_t grh_sl;
+	uint8_t grh[SRN_GRH_LEN];
 };
 
-static struct srn_shm_ud *srn_shm_ud_get(struct srn_qp *qp)
+static struct srn_shm_ud *srn_shm_ud_get(void **slot)
 {
-	struct srn_shm_ud **u = (struct srn_shm_ud **)srn_ud_slot(qp, "shm");
+	struct srn_shm_ud **u = (struct srn_shm_ud **)slot;
 
 	if (!*u)
 		*u = calloc(1, sizeof(**u));
 	return *u;
 }
 
+/* Slot i's peer if it is QP dqpn's and still there; a gone one is
+ * dropped (a new QP may have its QPN). */
+static struct srn_peer *srn_shm_ud_at(struct srn_shm_ud *u, unsigned i,
+				      uint32_t dqpn)
+{
+	struct srn_peer *p = u->peer[i];
+
+	if (!p || p->qpn != dqpn)
+		return NULL;
+	/* acquire: pairs with the release in srn_shm_on_hup */
+	if (!atomic_load_explicit(&p->gone, memory_order_acquire))
+		return p;
+	srn_shm_peer_del(p);
+	u->peer[i] = NULL;
+	return NULL;
+}
+
 /* The peer for QP dqpn: met before and still there, or a new one (the
  * oldest goes). NULL: none can be made now (the datagram is lost). */
-static struct srn_peer *srn_shm_ud_peer(struct srn_qp *qp, uint32_t dqpn)
+static struct srn_peer *srn_shm_ud_peer(struct srn_qp *qp, struct srn_shm_ud *u,
+					uint32_t dqpn)
 {
-	struct srn_shm_ud *u = srn_shm_ud_get(qp);
-	struct srn_peer *p;
+	struct srn_peer *p = srn_shm_ud_at(u, u->hit, dqpn);
 	int err;
 
-	if (!u)
-		return NULL;
+	if (p)
+		return p;
 	for (unsigned i = 0; i < SRN_SHM_UD_PEERS; i++) {
-		p = u->peer[i];
-		if (!p || p->qpn != dqpn)
-			continue;
-		/* acquire: pairs with the release in srn_shm_on_hup */
-		if (!atomic_load_explicit(&p->gone, memory_order_acquire))
+		p = srn_shm_ud_at(u, i, dqpn);
+		if (p) {
+			u->hit = i;
 			return p;
-		srn_shm_peer_del(p); /* gone: a new QP may have its QPN */
-		u->peer[i] = NULL;
+		}
 	}
 	p = srn_shm_peer_new(qp, dqpn, true, &err);
 	if (!p)
@@ -63,8 +83,26 @@ static struct srn_peer *srn_shm_ud_peer(struct srn_qp *qp, uint32_t dqpn)
 	if (u->peer[u->next])
 		srn_shm_peer_del(u->peer[u->next]);
 	u->peer[u->next] = p;
+	u->hit = u->next;
 	u->next = (u->next + 1) % SRN_SHM_UD_PEERS;
 	return p;
+}
+
+/* The GRH of a datagram of len bytes to dgid, built once per (GID,
+ * length) in a row; its SL (network header type) in *sl_p. */
+static const uint8_t *srn_shm_ud_grh(struct srn_shm_ud *u,
+				     const union ibv_gid *dgid, uint32_t len,
+				     uint8_t *sl_p)
+{
+	if (u->grh_len != len + 1 ||
+	    memcmp(&u->grh_dgid, dgid, sizeof(*dgid))) {
+		u->grh_sl = srn_grh_build(u->grh, &srn_device_get()->gid, dgid,
+					  len);
+		u->grh_dgid = *dgid;
+		u->grh_len = len + 1;
+	}
+	*sl_p = u->grh_sl;
+	return u->grh;
 }
 
 /* May the target take a datagram with this Q_Key now? */
@@ -97,6 +135,13 @@ static enum ibv_wc_status srn_shm_ud_place(struct srn_peer *p,
 		return IBV_WC_LOC_PROT_ERR;
 	if (cap < SRN_GRH_LEN + len)
 		return IBV_WC_LOC_LEN_ERR;
+	if (!pvm && dst[0].iov_len >= SRN_GRH_LEN) { /* the usual buffer */
+		memcpy(dst[0].iov_base, grh, SRN_GRH_LEN);
+		dst[0].iov_base = (uint8_t *)dst[0].iov_base + SRN_GRH_LEN;
+		dst[0].iov_len -= SRN_GRH_LEN;
+		srn_iov_copy(dst, rw->num_sge, src, ns);
+		return IBV_WC_SUCCESS;
+	}
 	all[0].iov_base = (void *)grh;
 	all[0].iov_len = SRN_GRH_LEN;
 	memcpy(all + 1, src, ns * sizeof(*src));
@@ -123,13 +168,15 @@ int srn_shm_ud_send(struct srn_qp *qp, const struct srn_swqe *w,
 		    const struct srn_ud_dest *d, enum ibv_wc_status *status,
 		    enum srn_stall *stall)
 {
+	struct srn_shm_ud *u = srn_shm_ud_get(d->slot);
 	struct iovec src[SRN_MAX_SGE];
-	uint8_t grh[SRN_GRH_LEN], sl;
 	struct srn_rwqe_buf rb;
-	struct srn_peer *p;
+	struct srn_peer *p = NULL;
 	enum ibv_wc_status ts;
+	const uint8_t *grh;
 	struct srn_cqe c;
 	unsigned ns;
+	uint8_t sl;
 
 	(void)stall;
 	*status = IBV_WC_SUCCESS;
@@ -137,7 +184,8 @@ int srn_shm_ud_send(struct srn_qp *qp, const struct srn_swqe *w,
 		*status = IBV_WC_LOC_PROT_ERR;
 		return 0;
 	}
-	p = srn_shm_ud_peer(qp, d->qpn);
+	if (u)
+		p = srn_shm_ud_peer(qp, u, d->qpn);
 	/* acquire: pairs with the release in srn_shm_up */
 	if (p && !atomic_load_explicit(&p->up, memory_order_acquire) &&
 	    srn_shm_ctl_retry(p)) {
@@ -153,8 +201,7 @@ int srn_shm_ud_send(struct srn_qp *qp, const struct srn_swqe *w,
 			!p ? "no peer" : "closed or no receive WQE");
 		return 0; /* lost, as UD may */
 	}
-	sl = srn_grh_build(grh, &srn_device_get()->gid, &d->dgid,
-			   (uint32_t)w->total_len);
+	grh = srn_shm_ud_grh(u, &d->dgid, (uint32_t)w->total_len, &sl);
 	ts = srn_shm_ud_place(p, &rb.w, grh, src, ns, w->total_len);
 	srn_resp_cqe_fill(p, &rb.w, w, IBV_WC_RECV,
 			  (uint32_t)(SRN_GRH_LEN + w->total_len), ts, &c);
