@@ -625,7 +625,7 @@ struct srn_ud_qp;
 
 /* struct srn_qp's rx. */
 struct srn_qp_rxattr {
-	uint32_t access, rq_psn;
+	uint32_t access, rq_psn, sq_psn;
 	uint8_t min_rnr_timer, timeout, retry_cnt;
 };
 
@@ -760,6 +760,8 @@ static inline struct srn_qp_rxattr srn_qp_rx_get(const struct srn_qp *qp)
 	r.access = __atomic_load_n(&qp->rx.access, __ATOMIC_RELAXED);
 	/* relaxed: as above */
 	r.rq_psn = __atomic_load_n(&qp->rx.rq_psn, __ATOMIC_RELAXED);
+	/* relaxed: as above */
+	r.sq_psn = __atomic_load_n(&qp->rx.sq_psn, __ATOMIC_RELAXED);
 	/* relaxed: as above */
 	r.min_rnr_timer =
 		__atomic_load_n(&qp->rx.min_rnr_timer, __ATOMIC_RELAXED);

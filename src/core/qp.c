@@ -419,6 +419,8 @@ void srn_qp_publish_rx(struct srn_qp *qp)
 	/* relaxed: as above */
 	__atomic_store_n(&qp->rx.rq_psn, qp->attr.rq_psn, __ATOMIC_RELAXED);
 	/* relaxed: as above */
+	__atomic_store_n(&qp->rx.sq_psn, qp->attr.sq_psn, __ATOMIC_RELAXED);
+	/* relaxed: as above */
 	__atomic_store_n(&qp->rx.min_rnr_timer, qp->attr.min_rnr_timer,
 			 __ATOMIC_RELAXED);
 	/* relaxed: as above */

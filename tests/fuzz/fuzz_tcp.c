@@ -24,8 +24,8 @@
  *           the connection open, 32: the QP dials us instead (the next
  *           byte says how its HELLO is answered: yes, ENOENT, EACCES, not
  *           a HELLO_ACK, closed);
- *   then the HELLO (right, another QPN, another peer or GID, a request
- *   instead), our requests (READ, WRITE, SEND, atomics, more than
+ *   then the HELLO (right, another QPN, another peer or GID, a wrong
+ *   proof: an rq_psn that is not our sq_psn, a request instead), our requests (READ, WRITE, SEND, atomics, more than
  *   max_rd_atomic, some from memory not registered), and frames with
  *   valid magic and version and mutated opcodes, flags, PSNs, lengths,
  *   keys, addresses and payloads (the QP's real rkey and buffer among the
@@ -470,6 +470,8 @@ static size_t hello(struct in *in, uint8_t *out, uint32_t qpn)
 		hl.src_gid[15] ^= 1; /* another GID: refused */
 	if (sel == 4)
 		h.opcode = SRN_WOP_SEND; /* a request before any HELLO */
+	if (sel == 5) /* our sq_psn is 0: a wrong proof, refused at RTS */
+		hl.rq_psn = 1 + take(in, 2);
 	memcpy(out, &h, sizeof(h));
 	memcpy(out + sizeof(h), &hl, sizeof(hl));
 	return sizeof(h) + sizeof(hl);

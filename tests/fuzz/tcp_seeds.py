@@ -121,7 +121,13 @@ def seeds():
     s['hello_wrong_peer'] = head(COH, hello=b'\x02\x00\x00\x09')
     s['hello_wrong_gid'] = head(COH, hello=b'\x03')
     s['hello_twice'] = head(COH) + frame(HELLO, lmode=3,
-                                          payload=bytes(24))
+                                          payload=bytes(28))
+    # an rq_psn that is not our sq_psn: refused at RTS, or a candidate
+    # closed when the QP reaches RTS, its requests waiting unexecuted
+    s['hello_wrong_proof'] = head(COH, hello=b'\x05\x00\x07') + \
+        frame(WRITE, length=8)
+    s['late_wrong_proof'] = head(COH | INIT, hello=b'\x05\x00\x07') + \
+        frame(SEND, length=16)
     s['read_payload'] = head(COH) + frame(READ_REQ, length=8,
                                           send_payload=True)
     s['dial'] = head(COH, dial=0, ours=(O_WRITE, O_READ)) + \

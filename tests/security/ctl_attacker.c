@@ -178,7 +178,8 @@ static int do_mediate(int fd, uint32_t victim, uint32_t claim,
 			 sizeof(req) },
 		.dst_qpn = victim,
 		.src_qpn = claim,
-		.hello_len = 24, /* a wire HELLO: GID, source and dest QPN */
+		/* a wire HELLO (version 5): GID, source and dest QPN, rq_psn */
+		.hello_len = 28,
 	};
 	int err;
 

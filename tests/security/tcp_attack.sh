@@ -22,11 +22,17 @@
 #     third host after the client left (BYE): refused 13, nothing
 #     answered; the client finishes, the victim's QP is in RTS and every
 #     byte of its MR is what the client last wrote or the initial pattern;
-#   - a link that claims the right QPNs from the right address (the peer's
-#     host, before the peer dials) but sends a WRITE with a wrong PSN (5
-#     ahead; 1 behind): accepted, then dropped with nothing answered or
-#     written, and the victim's QP in ERR (docs/wire.md, "Errors and
-#     faults": a psn out of sequence drops the connection, QP -> ERR).
+#   - claims with the right QPNs from the right address (the peer's host)
+#     by an attacker who does not know the PSNs, after the victim's RTR and
+#     before the real peer dials: one whose first request has a wrong PSN
+#     is closed, one that stays silent is closed when the real peer proves
+#     itself; the victim's QP never in ERR, the real peer finishes, the MR
+#     as it left it (see below);
+#   - at a victim in RTS: a wrong HELLO proof is refused (EACCES), the QP
+#     untouched; the right proof with a WRITE of a wrong PSN (1 behind):
+#     accepted, then dropped with nothing answered or written, and the
+#     victim's QP in ERR (docs/wire.md, "Errors and faults": a psn out of
+#     sequence on the QP's own link drops it, QP -> ERR).
 # Exit 77 (skip) without root or namespaces.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -95,13 +101,13 @@ await() {
 	done
 	return 1
 }
-# victim's words: "victim qpn Q rq_psn P rkey K addr A peer_qpn R"
+# victim's words: "victim qpn Q rq_psn P sq_psn S rkey K addr A peer_qpn R"
 field() { grep -m1 '^victim qpn' "$1" | awk -v f="$2" '{for (i = 1; i < NF; i++) if ($i == f) print $(i + 1)}'; }
 replay() { # netns: replays the client's first 50 rounds at the victim
 	ip netns exec "$1" python3 "$att" 198.51.100.2 4791 replay 198.51.100.1 \
 		"$(field "$out/v" peer_qpn)" "$(field "$out/v" qpn)" \
 		"$(field "$out/v" rq_psn)" "$(field "$out/v" rkey)" \
-		"$(field "$out/v" addr)" 50
+		"$(field "$out/v" addr)" 50 "$(field "$out/v" sq_psn)"
 }
 run $B 198.51.100.2 "$vic" serve 18516 "$out/vgo" >"$out/v" 2>&1 &
 pv=$!
@@ -145,8 +151,60 @@ wait $pv
 grep -qx "mr intact" "$out/v"
 check "the victim's MR byte for byte as the client left it" $? "$(cat "$out/v")"
 
-# a link with the right QPNs from the right address (before the peer
-# dials) whose WRITE has a wrong PSN: 5 ahead, 1 behind
+# An attacker on the peer's host (its address) that knows both QPNs but
+# not the PSNs claims the victim after its RTR, before the real peer
+# dials (wire_victim serve with HOLDFILE: the victim waits at RTR, its
+# client not told yet, and stays at RTR while the client runs, as a
+# perftest server). A claim is a candidate until it proves itself
+# (docs/wire.md, "Whom a QP talks to"): one whose first request has a
+# wrong PSN is closed, the QP untouched (before the rule it held the link
+# and the PSN put the QP in ERR); one that says nothing is closed once the
+# real peer, a second candidate meanwhile, proves itself with its first
+# request's PSN.
+run $B 198.51.100.2 "$vic" serve 18517 "$out/hgo" "$out/hhold" >"$out/h" 2>&1 &
+pv=$!
+run $A 198.51.100.1 "$vic" client 198.51.100.2 18517 50 "$out/hc" "$out/hc" \
+	>"$out/hcl" 2>&1 &
+pc=$!
+await "$out/h" "^victim qpn"
+check "a victim at RTR, its client not told yet" $? "$(cat "$out/h")"
+claim() { # MODE ARGS...: a claim from the peer's host, with the QPNs
+	local mode=$1
+	shift
+	ip netns exec $A python3 "$att" 198.51.100.2 4791 "$mode" 198.51.100.1 \
+		"$(field "$out/h" peer_qpn)" "$(field "$out/h" qpn)" "$@"
+}
+k1=$(claim psn $(($(field "$out/h" rq_psn) + 5)) "$(field "$out/h" rkey)" \
+	"$(field "$out/h" addr)")
+[ "$k1" = "$(printf 'accepted\ndropped')" ]
+check "claim before the peer, first PSN wrong: a candidate, then closed unanswered" $? "$k1"
+claim hold 600 >"$out/hk" 2>&1 &
+pk=$!
+await "$out/hk" "accepted"
+check "a silent claim before the peer: a candidate" $? "$(cat "$out/hk")"
+touch "$out/hhold"
+await "$out/h" "hold state"
+grep -qx "hold state RTR" "$out/h"
+check "  ... the victim's QP not in ERR" $? "$(cat "$out/h")"
+touch "$out/hc"
+wait $pc
+rc=$?
+[ $rc = 0 ] && grep -Eq "client done \([0-9]+ rounds\)" "$out/hcl"
+check "the real peer then connects and finishes, every READ what it wrote" $? "exit $rc: $(cat "$out/hcl")"
+wait $pk
+[ "$(cat "$out/hk")" = "$(printf 'accepted\ndropped')" ]
+check "  ... the silent claim closed when the peer proved itself" $? "$(cat "$out/hk")"
+await "$out/h" "pair done"
+touch "$out/hgo"
+wait $pv
+grep -qx "state RTS" "$out/h" && grep -qx "mr intact" "$out/h"
+check "  ... the victim's QP in RTS, its MR as the real peer left it" $? "$(cat "$out/h")"
+
+# a victim at RTS (no peer will come): a claim with the right QPNs from
+# the right address whose HELLO has a wrong proof (not the victim's
+# sq_psn) is refused at once, the QP untouched; one with the right proof
+# (it knows the PSNs: the peer) whose WRITE has a wrong PSN (1 behind)
+# fails the QP, as any violation on the QP's own link
 for d in 5 -1; do
 	rm -f "$out/ago"
 	psn=$(( (RANDOM << 8 | RANDOM & 255) % 0xfffff0 + 8 ))
@@ -154,15 +212,24 @@ for d in 5 -1; do
 		>"$out/w$d" 2>&1 &
 	pv=$!
 	await "$out/w$d" "pair done"
+	proof=$(field "$out/w$d" sq_psn)
+	[ $d = 5 ] && proof=$(( (proof + 1) & 0xffffff ))
 	w=$(ip netns exec $A python3 "$att" 198.51.100.2 4791 psn 198.51.100.1 \
 		0x777 "$(field "$out/w$d" qpn)" $((psn + d)) \
-		"$(field "$out/w$d" rkey)" "$(field "$out/w$d" addr)")
-	[ "$w" = "$(printf 'accepted\ndropped')" ]
-	check "right QPNs and address, PSN off by $d: accepted, then dropped unanswered" $? "$w"
+		"$(field "$out/w$d" rkey)" "$(field "$out/w$d" addr)" $proof)
 	touch "$out/ago"
 	wait $pv
-	grep -qx "state ERR" "$out/w$d" && grep -qx "mr intact" "$out/w$d"
-	check "  ... the victim's QP in ERR (wire.md), its MR unchanged" $? "$(cat "$out/w$d")"
+	if [ $d = 5 ]; then
+		[ "$w" = "$(printf 'refused 13\ndropped')" ]
+		check "right QPNs and address, wrong HELLO proof: refused" $? "$w"
+		grep -qx "state RTS" "$out/w$d" && grep -qx "mr intact" "$out/w$d"
+		check "  ... the victim's QP in RTS, its MR unchanged" $? "$(cat "$out/w$d")"
+	else
+		[ "$w" = "$(printf 'accepted\ndropped')" ]
+		check "right proof, PSN off by $d: accepted, then dropped unanswered" $? "$w"
+		grep -qx "state ERR" "$out/w$d" && grep -qx "mr intact" "$out/w$d"
+		check "  ... the victim's QP in ERR (wire.md), its MR unchanged" $? "$(cat "$out/w$d")"
+	fi
 done
 
 wait $pa

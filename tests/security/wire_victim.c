@@ -3,7 +3,7 @@
  * A victim QP for tcp_attack.sh whose memory the test can check byte for
  * byte, and its legitimate peer.
  *
- *   wire_victim serve OOBPORT GOFILE
+ *   wire_victim serve OOBPORT GOFILE [HOLDFILE]
  *   wire_victim alone PEER_IPV4 PEER_QPN PEER_PSN GOFILE
  *   wire_victim client HOST OOBPORT ROUNDS1 GOFILE STOPFILE
  *
@@ -11,13 +11,19 @@
  * REMOTE_READ) filled with a known pattern and brings an RC QP to RTS:
  * with the peer a client gave over a TCP socket on OOBPORT (serve), or
  * with the peer given on the command line (alone: nobody legitimate will
- * come). It prints "victim qpn Q rq_psn P rkey K addr A peer_qpn R" and,
+ * come). It prints "victim qpn Q rq_psn P sq_psn S rkey K addr A peer_qpn
+ * R" and,
  * once the client closed the socket (serve) or at once (alone), "pair
  * done"; then it waits for GOFILE to exist, prints "state NAME" (its QP's
  * state) and "mr intact" if every byte of the MR is what it must be (the
  * pattern; the first 256 bytes the client's last WRITE, if a client came),
  * else "mr changed at OFFSET"; exit 0. If GOFILE.mid appears before
- * GOFILE, it prints "mid state NAME" then.
+ * GOFILE, it prints "mid state NAME" then. With HOLDFILE (serve), the
+ * victim stops at RTR: it says its line, waits for HOLDFILE to exist,
+ * prints "hold state NAME", and only then gives the client its
+ * attributes (attackers may claim it meanwhile); it stays at RTR while
+ * the client runs (a responder, as perftest's servers) and moves to RTS
+ * after the client's last word.
  *
  * The client does ROUNDS1 rounds (round r: an RDMA WRITE of 256 bytes of
  * value (r % 250) + 1 to the start of the victim's MR, then a READ of them
@@ -124,7 +130,7 @@ static void end_open(struct end *e)
 	e->psn = (uint32_t)lrand48() & 0xffffff;
 }
 
-static void end_connect(struct end *e, const struct xinfo *peer)
+static void end_rtr(struct end *e, const struct xinfo *peer)
 {
 	struct ibv_qp_attr a = {
 		.qp_state = IBV_QPS_RTR,
@@ -144,17 +150,28 @@ static void end_connect(struct end *e, const struct xinfo *peer)
 				  IBV_QP_MAX_DEST_RD_ATOMIC |
 				  IBV_QP_MIN_RNR_TIMER))
 		fail("RTR");
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.sq_psn = e->psn;
-	a.max_rd_atomic = 1;
+}
+
+static void end_rts(struct end *e)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTS,
+				 .timeout = 14,
+				 .retry_cnt = 7,
+				 .rnr_retry = 7,
+				 .sq_psn = e->psn,
+				 .max_rd_atomic = 1 };
+
 	if (ibv_modify_qp(e->qp, &a,
 			  IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
 				  IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
 				  IBV_QP_MAX_QP_RD_ATOMIC))
 		fail("RTS");
+}
+
+static void end_connect(struct end *e, const struct xinfo *peer)
+{
+	end_rtr(e, peer);
+	end_rts(e);
 }
 
 static void end_info(const struct end *e, struct xinfo *x)
@@ -225,9 +242,9 @@ static int victim_report(struct end *e, const char *gofile, int rounds)
 
 static void victim_say(const struct end *e, const struct xinfo *peer)
 {
-	printf("victim qpn 0x%06x rq_psn 0x%06x rkey 0x%08x addr 0x%llx "
-	       "peer_qpn 0x%06x\n",
-	       e->qp->qp_num, peer->psn, e->mr->rkey,
+	printf("victim qpn 0x%06x rq_psn 0x%06x sq_psn 0x%06x rkey 0x%08x "
+	       "addr 0x%llx peer_qpn 0x%06x\n",
+	       e->qp->qp_num, peer->psn, e->psn, e->mr->rkey,
 	       (unsigned long long)(uintptr_t)e->buf, peer->qpn);
 	fflush(stdout);
 }
@@ -249,7 +266,7 @@ static int oob_listen(const char *port)
 	return c;
 }
 
-static int serve(const char *port, const char *gofile)
+static int serve(const char *port, const char *gofile, const char *hold)
 {
 	struct end e = { 0 };
 	struct xinfo me, peer;
@@ -259,11 +276,22 @@ static int serve(const char *port, const char *gofile)
 	fd = oob_listen(port);
 	xfer(fd, &peer, sizeof(peer), 0);
 	end_info(&e, &me);
-	end_connect(&e, &peer);
+	end_rtr(&e, &peer);
+	if (hold) { /* at RTR, the client not told yet: attackers come */
+		victim_say(&e, &peer);
+		wait_file(hold);
+		printf("hold state %s\n", qp_state_now(e.qp));
+		fflush(stdout);
+	} else {
+		end_rts(&e);
+	}
 	xfer(fd, &me, sizeof(me), 1);
-	victim_say(&e, &peer);
+	if (!hold)
+		victim_say(&e, &peer);
 	xfer(fd, &peer, sizeof(peer), 0); /* the client's last word */
 	close(fd);
+	if (hold) /* a responder at RTR all along, as perftest's servers */
+		end_rts(&e);
 	printf("pair done (%u rounds)\n", peer.rounds);
 	fflush(stdout);
 	return victim_report(&e, gofile, (int)peer.rounds);
@@ -377,8 +405,8 @@ static int client(char **argv)
 
 int main(int argc, char **argv)
 {
-	if (argc == 4 && !strcmp(argv[1], "serve"))
-		return serve(argv[2], argv[3]);
+	if ((argc == 4 || argc == 5) && !strcmp(argv[1], "serve"))
+		return serve(argv[2], argv[3], argc == 5 ? argv[4] : NULL);
 	if (argc == 6 && !strcmp(argv[1], "alone"))
 		return alone(argv + 2);
 	if (argc == 7 && !strcmp(argv[1], "client"))

@@ -113,7 +113,7 @@ static void check_result(const struct got *g)
 	      g->ops[3] == SRN_WOP_ACK && g->ops[4] == SRN_WOP_READ_RESP &&
 	      g->ops[6] == SRN_WOP_ATOMIC && g->ops[7] == SRN_WOP_SEND);
 	CHECK(g->acks == 2 && g->last_ack == 11);
-	/* hello (23 of 24 kept), send (23 of 36), write (5), read resp
+	/* hello (23 of 28 kept), send (23 of 36), write (5), read resp
 	 * (6), atomic (16) */
 	CHECK(g->len == 23 + 23 + 5 + 6 + 16);
 	CHECK(!memcmp(g->data + 23, "0123456789abcdefghijklm", 23));
@@ -233,6 +233,20 @@ static int refused(struct srn_wire_hdr h)
 	       0;
 }
 
+/* HELLO is 28 bytes since version 5 (its rq_psn): 24, version 4's, is
+ * refused. */
+static void test_hello_len(void)
+{
+	struct srn_wire_hdr h = { .magic = SRN_WIRE_MAGIC,
+				  .version = SRN_WIRE_VERSION,
+				  .opcode = SRN_WOP_HELLO,
+				  .len = sizeof(struct srn_wire_hello) };
+
+	CHECK(h.len == 28 && !refused(h));
+	h.len = 24;
+	CHECK(refused(h));
+}
+
 static void test_invalid(void)
 {
 	struct srn_wire_hdr ok = { .magic = SRN_WIRE_MAGIC,
@@ -257,7 +271,7 @@ static void test_invalid(void)
 	CHECK(refused(h));
 	h = ok, h.flags = SRN_WF_ACK, h.ack_psn = 3;
 	CHECK(!refused(h));
-	h = ok, h.opcode = SRN_WOP_HELLO, h.len = 24, h.flags = SRN_WF_ACK;
+	h = ok, h.opcode = SRN_WOP_HELLO, h.len = 28, h.flags = SRN_WF_ACK;
 	CHECK(refused(h));
 	h = ok, h.psn = 5; /* out of sequence */
 	CHECK(refused(h));
@@ -360,5 +374,6 @@ int main(void)
 	test_wide_dest();
 	test_socket();
 	test_invalid();
+	test_hello_len();
 	return unit_summary();
 }

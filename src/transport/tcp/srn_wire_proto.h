@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #define SRN_WIRE_MAGIC 0x57524e53u /* "SRNW" little endian */
-#define SRN_WIRE_VERSION 4 /* 4: srqn (XRC) */
+#define SRN_WIRE_VERSION 5 /* 4: srqn (XRC); 5: HELLO carries rq_psn */
 #define SRN_WIRE_MAX_PAYLOAD 0x80000000u /* = the port's max_msg_sz */
 
 enum srn_wire_op {
@@ -79,12 +79,17 @@ static_assert(sizeof(struct srn_wire_hdr) == 40, "wire hdr size");
 static_assert(offsetof(struct srn_wire_hdr, raddr) == 24, "raddr offset");
 static_assert(offsetof(struct srn_wire_hdr, ack_psn) == 32, "ack offset");
 
+/* The dialer's first message. rq_psn is the PSN its receive side expects
+ * first (its RTR rq_psn): the target's sq_psn, if both were given the
+ * PSNs the applications exchanged. The target takes it as the dialer's
+ * proof of knowing that secret once it has an sq_psn (RTS). */
 struct srn_wire_hello {
 	uint8_t src_gid[16];
 	uint32_t src_qpn;
 	uint32_t dst_qpn;
+	uint32_t rq_psn;
 };
-static_assert(sizeof(struct srn_wire_hello) == 24, "hello size");
+static_assert(sizeof(struct srn_wire_hello) == 28, "hello size");
 
 struct srn_wire_atomic {
 	uint64_t compare_add;

@@ -203,6 +203,8 @@ void srn_tcp_link_own(struct srn_tcp_link *l, struct srn_qp *qp,
 		      struct srn_tcp_qp *tq);
 bool srn_tcp_link_matches(const struct srn_tcp_link *l,
 			  const struct srn_tcp_qp *tq);
+int srn_tcp_link_prove(struct srn_tcp_link *l, uint32_t psn);
+void srn_tcp_prove_hellos(struct srn_qp *qp);
 void srn_tcp_link_bye(struct srn_tcp_link *l);
 int srn_tcp_link_request(struct srn_tcp_link *l, struct srn_wire_hdr *h,
 			 struct iovec *iov, unsigned n);

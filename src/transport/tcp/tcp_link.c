@@ -263,21 +263,28 @@ bool srn_tcp_link_matches(const struct srn_tcp_link *l,
 	return l->mediated || !memcmp(&l->peer_ipv4, tq->dgid + 12, 4);
 }
 
+/* Where the peer's requests start on a new link of tq: the QP's rq_psn,
+ * or, after a link that left in order (BYE), where that one stopped. */
+static uint32_t srn_tcp_first_psn(struct srn_qp *qp, struct srn_tcp_qp *tq)
+{
+	/* acquire: pairs with the release in srn_tcp_peer_link_clear */
+	uint64_t left = __atomic_load_n(&tq->left_psn, __ATOMIC_ACQUIRE);
+
+	return left >> 32 ? (uint32_t)left : srn_qp_rx_get(qp).rq_psn;
+}
+
 /*
  * l becomes the link the QP's peer sends its requests on (and, on the side
  * that did not dial, where the QP's own requests go): the one link the QP
- * talks to. The peer's requests start at the QP's rq_psn, or, after a
- * link that left in order (BYE), where that one stopped: a PSN of the QP's
- * RTR is good once, so a replay of the old link's stream is out of
- * sequence. conn_lock held, and the progress lock (no receive side runs on
- * l meanwhile).
+ * talks to. The peer's requests start at srn_tcp_first_psn: a PSN of the
+ * QP's RTR is good once, so a replay of a departed link's stream is out of
+ * sequence. conn_lock held, and the progress lock (no receive side runs
+ * on l meanwhile).
  */
 void srn_tcp_link_own(struct srn_tcp_link *l, struct srn_qp *qp,
 		      struct srn_tcp_qp *tq)
 {
-	/* acquire: pairs with the release in srn_tcp_peer_link_clear */
-	uint64_t left = __atomic_load_n(&tq->left_psn, __ATOMIC_ACQUIRE);
-	uint32_t next = left >> 32 ? (uint32_t)left : srn_qp_rx_get(qp).rq_psn;
+	uint32_t next = srn_tcp_first_psn(qp, tq);
 
 	l->done_psn = next - 1; /* nothing done yet */
 	if (l->rx.psn_free) { /* no request parsed yet: they start here */
@@ -297,7 +304,8 @@ void srn_tcp_link_own(struct srn_tcp_link *l, struct srn_qp *qp,
 	__atomic_store_n(&tq->link, l, __ATOMIC_RELEASE);
 }
 
-/* Links that wait for their QP to reach RTR, at most (per QP). */
+/* Links that wait for their QP to reach RTR, or to prove themselves, at
+ * most (per QP). */
 #define SRN_TCP_MAX_CANDIDATES 8
 
 static unsigned srn_tcp_candidates(struct srn_qp *qp)
@@ -310,52 +318,230 @@ static unsigned srn_tcp_candidates(struct srn_qp *qp)
 	return n;
 }
 
+/* Is qp in ERR or on its way there? Its links then wait for its next
+ * RTR. Progress lock held: pending_err is set under it by every handler
+ * that fails the QP on a link (srn_qp_async_error). */
+static bool srn_tcp_qp_failing(struct srn_qp *qp)
+{
+	/* relaxed: the progress lock orders it (see above) */
+	return srn_qp_state(qp) == IBV_QPS_ERR ||
+	       atomic_load_explicit(&qp->pending_err, memory_order_relaxed);
+}
+
+/* May l claim QP qp (at RTR, attributes tq)? Its HELLO must name the
+ * peer of the RTR attributes (srn_tcp_link_matches), and a QP that dialed
+ * takes no link but its own, unless it is looped to itself (it dials and
+ * accepts). conn_lock held. */
+static bool srn_tcp_claim_ok(const struct srn_tcp_link *l,
+			     const struct srn_qp *qp,
+			     const struct srn_tcp_qp *tq)
+{
+	bool self = tq->dqpn == qp->ibqpx.qp_base.qp_num &&
+		    !memcmp(tq->dgid, srn_device_get()->gid.raw, 16);
+
+	return srn_tcp_link_matches(l, tq) && (!tq->dialer || self);
+}
+
 /*
- * HELLO on l named QP qp. A QP at RTR takes it only if it matches its RTR
- * attributes (srn_tcp_link_matches) and it has no peer link yet: a second
- * claim, or a wrong one, is refused (-EACCES) and costs only its socket. A
- * QP not at RTR yet keeps it as a candidate (srn_tcp_connect_wait decides),
- * and so does a QP in ERR (or on its way there): its peer was reset and
- * came back first, and talks to the QP once it is reset and at RTR again
- * (its requests wait meanwhile, or time out as on a device). Progress lock
- * held.
+ * Does l's HELLO prove that its sender knows the PSNs the applications
+ * exchanged? It carries the dialer's rq_psn, which is our sq_psn: 1 if it
+ * is, -EACCES if not, 0 while the QP has no sq_psn (before RTS; a
+ * responder that only reaches RTR never has one: the first request's PSN
+ * is the proof then, srn_tcp_link_prove). A mediated link needs no proof:
+ * the kernel vouched for its peer.
+ */
+static int srn_tcp_hello_proof(const struct srn_tcp_link *l,
+			       const struct srn_qp *qp)
+{
+	enum ibv_qp_state st = srn_qp_state(qp);
+
+	if (l->mediated)
+		return 1;
+	if (st != IBV_QPS_RTS && st != IBV_QPS_SQD && st != IBV_QPS_SQE)
+		return 0;
+	return l->hello.rq_psn == (srn_qp_rx_get(qp).sq_psn & 0xffffff) ?
+		       1 :
+		       -EACCES;
+}
+
+/*
+ * l proved itself: it becomes the QP's link (srn_tcp_link_own) and every
+ * other candidate is shut down, so that its own receive side ends it (at
+ * its next event), costing its socket alone. Returns the link l replaces
+ * (a departed peer's, which the caller frees once conn_lock is dropped),
+ * or NULL. conn_lock and the progress lock held.
+ */
+static struct srn_tcp_link *srn_tcp_link_take(struct srn_tcp_link *l,
+					      struct srn_qp *qp,
+					      struct srn_tcp_qp *tq)
+{
+	struct srn_tcp_link *old = tq->dialer ? NULL : tq->link;
+	struct srn_list *pos;
+
+	srn_tcp_link_own(l, qp, tq);
+	srn_list_for_each(pos, &qp->links) {
+		struct srn_tcp_link *c =
+			container_of(pos, struct srn_tcp_link, pl.link);
+
+		if (c != l && c != old && c != tq->link)
+			shutdown(c->pl.fd, SHUT_RDWR);
+	}
+	return old;
+}
+
+/*
+ * HELLO on l named QP qp. A QP at RTR keeps it as a candidate only if it
+ * matches its RTR attributes (srn_tcp_claim_ok) and no link has proved
+ * itself yet; at RTS its HELLO must also carry the proof
+ * (srn_tcp_hello_proof), and then it is the QP's link at once. A second
+ * claim, or a wrong one, is refused (-EACCES) and costs only its socket.
+ * A QP not at RTR yet keeps it as a candidate (srn_tcp_connect_wait
+ * decides), and so does a QP in ERR (or on its way there): its peer was
+ * reset and came back first, and talks to the QP once it is reset and at
+ * RTR again (its requests wait meanwhile, or time out as on a device).
+ * Progress lock held.
  */
 int srn_tcp_link_bind(struct srn_tcp_link *l, struct srn_qp *qp)
 {
 	struct srn_tcp_link *old = NULL;
 	struct srn_tcp_qp *tq;
-	int err = 0;
+	bool retry = false;
+	int err = 0, proof = 0;
 
 	pthread_mutex_lock(&qp->conn_lock);
 	tq = qp->tstate; /* conn_lock held */
-	/* relaxed: pending_err is set under the progress lock we hold by
-	 * every handler that fails the QP on a link (srn_qp_async_error);
-	 * a QP on its way to ERR is treated as there */
-	if (tq &&
-	    (srn_qp_state(qp) == IBV_QPS_ERR ||
-	     atomic_load_explicit(&qp->pending_err, memory_order_relaxed)))
+	if (tq && srn_tcp_qp_failing(qp))
 		tq = NULL; /* the link is for the QP's next RTR */
-	if (tq && (tq->peer_link || !srn_tcp_link_matches(l, tq)))
+	if (tq && (tq->peer_link || !srn_tcp_claim_ok(l, qp, tq)))
 		err = -EACCES;
 	else if (tq && !tq->dialer && tq->link &&
 		 srn_tcp_up->req_down(tq->link))
 		err = -EACCES; /* our requests on the old link time out first */
-	else if (!tq && srn_tcp_candidates(qp) >= SRN_TCP_MAX_CANDIDATES)
+	else if (tq && (proof = srn_tcp_hello_proof(l, qp)) < 0)
+		err = -EACCES; /* it does not know our sq_psn */
+	else if (!proof && srn_tcp_candidates(qp) >= SRN_TCP_MAX_CANDIDATES)
 		err = -EBUSY;
 	if (!err) {
 		l->qp = qp;
 		srn_list_add_tail(&l->pl.link, &qp->links);
-		if (tq && !tq->dialer) /* a link whose peer left in order */
-			old = tq->link;
-		if (tq)
-			srn_tcp_link_own(l, qp, tq);
+		if (proof > 0)
+			old = srn_tcp_link_take(l, qp, tq);
+		retry = proof > 0 && !tq->dialer;
 	}
 	pthread_mutex_unlock(&qp->conn_lock);
 	if (old) /* replaced: nobody sends on it any more */
 		srn_tcp_link_free(old);
-	if (!err && tq && !tq->dialer)
+	if (retry)
 		srn_progress_request_retry(); /* requests waiting for it */
 	return err;
+}
+
+/*
+ * A request (psn) on l, a candidate of a QP at RTR or later. The first
+ * request that carries exactly the PSN the QP expects
+ * (srn_tcp_first_psn: the secret the applications exchanged) proves l
+ * the peer's: it becomes the QP's link (0). A wrong PSN, a wrong HELLO
+ * proof, or a request after another link proved itself closes l
+ * (-EACCES): its socket, nothing else; the QP is not touched. -EAGAIN:
+ * the QP is in ERR (or on its way), l waits for its next RTR. Progress
+ * lock held.
+ */
+int srn_tcp_link_prove(struct srn_tcp_link *l, uint32_t psn)
+{
+	struct srn_qp *qp = l->qp;
+	struct srn_tcp_link *old = NULL;
+	struct srn_tcp_qp *tq;
+	bool retry = false;
+	int err = -EACCES;
+
+	pthread_mutex_lock(&qp->conn_lock);
+	tq = qp->tstate; /* conn_lock held */
+	if (!tq || srn_tcp_qp_failing(qp)) {
+		err = -EAGAIN;
+	} else if (!tq->peer_link && srn_tcp_claim_ok(l, qp, tq) &&
+		   srn_tcp_hello_proof(l, qp) >= 0 &&
+		   psn == srn_tcp_first_psn(qp, tq)) {
+		old = srn_tcp_link_take(l, qp, tq);
+		retry = !tq->dialer;
+		err = 0;
+	}
+	pthread_mutex_unlock(&qp->conn_lock);
+	if (err == -EACCES)
+		srn_log(SRN_LOG_INFO,
+			"QP 0x%06x: closed %s: it did not prove to be the "
+			"peer (request PSN 0x%06x)",
+			qp->ibqpx.qp_base.qp_num, l->desc, psn & 0xffffff);
+	if (old)
+		srn_tcp_link_free(old);
+	if (retry)
+		srn_progress_request_retry(); /* requests waiting for it */
+	return err;
+}
+
+/* A candidate whose HELLO proof is wrong (srn_tcp_prove_hellos): off the
+ * QP, then freed (not the QP's: its end touches nothing). Progress lock
+ * held, not conn_lock. */
+static void srn_tcp_refuse(struct srn_list *refused)
+{
+	struct srn_list *pos, *tmp;
+
+	srn_list_for_each_safe(pos, tmp, refused) {
+		struct srn_tcp_link *l =
+			container_of(pos, struct srn_tcp_link, pl.link);
+
+		srn_log(SRN_LOG_INFO,
+			"QP 0x%06x: closed %s: its HELLO's rq_psn is not our "
+			"sq_psn",
+			l->qp->ibqpx.qp_base.qp_num, l->desc);
+		srn_list_init(&l->pl.link);
+		l->qp = NULL;
+		srn_tcp_link_free(l);
+	}
+}
+
+/*
+ * qp reached RTS: it has an sq_psn, so its candidates' HELLOs can be
+ * checked (srn_tcp_hello_proof). The first that proves itself becomes the
+ * QP's link; those that carry a wrong proof are closed; the others (none
+ * once a link is taken) wait. Progress lock held (the caller: modify_qp,
+ * after the state changed).
+ */
+void srn_tcp_prove_hellos(struct srn_qp *qp)
+{
+	struct srn_list *pos, *tmp, refused = SRN_LIST_INIT(refused);
+	struct srn_tcp_link *old = NULL;
+	struct srn_tcp_qp *tq;
+	bool retry = false;
+
+	pthread_mutex_lock(&qp->conn_lock);
+	tq = qp->tstate; /* conn_lock held */
+	if (!tq || tq->peer_link || srn_tcp_qp_failing(qp)) {
+		pthread_mutex_unlock(&qp->conn_lock);
+		return; /* nothing to prove */
+	}
+	srn_list_for_each_safe(pos, tmp, &qp->links) {
+		struct srn_tcp_link *l =
+			container_of(pos, struct srn_tcp_link, pl.link);
+		int proof;
+
+		if (l == tq->link || tq->peer_link ||
+		    !srn_tcp_claim_ok(l, qp, tq))
+			continue;
+		proof = srn_tcp_hello_proof(l, qp);
+		if (proof < 0) {
+			srn_list_del(&l->pl.link);
+			srn_list_add_tail(&l->pl.link, &refused);
+		} else if (proof > 0) {
+			old = srn_tcp_link_take(l, qp, tq);
+			retry = !tq->dialer;
+		}
+	}
+	pthread_mutex_unlock(&qp->conn_lock);
+	srn_tcp_refuse(&refused);
+	if (old)
+		srn_tcp_link_free(old);
+	if (retry)
+		srn_progress_request_retry(); /* requests waiting for it */
 }
 
 /*

@@ -280,10 +280,15 @@ int srn_tcp_resp_on_hdr(struct srn_tcp_link *c, const struct srn_wire_hdr *h,
 	st = srn_qp_state(c->qp);
 	if (st == IBV_QPS_RESET || st == IBV_QPS_INIT)
 		return -EAGAIN; /* not ready to receive: wait for RTR */
-	if (!srn_tcp_is_peer_link(c))
-		/* a candidate the QP kept in ERR (srn_tcp_link_bind): its
-		 * requests wait for the QP's next RTR */
-		return -EAGAIN;
+	if (!srn_tcp_is_peer_link(c)) {
+		/* a candidate: its first request must carry the PSN we
+		 * expect (else it is closed, and only it); in ERR it waits
+		 * for the QP's next RTR */
+		int err = srn_tcp_link_prove(c, h->psn);
+
+		if (err)
+			return err;
+	}
 	if (c->nak_err) {
 		/* after an error NAK nothing more is executed (our QP is on
 		 * its way to ERR, or there): the sender flushes what follows.
@@ -446,7 +451,7 @@ static int srn_tcp_hello_take(struct srn_tcp_link *c, struct srn_qp *qp)
 	if (err) {
 		srn_log(SRN_LOG_INFO,
 			"QP 0x%06x: refused %s (%s): not the peer its RTR "
-			"attributes name, or a second link",
+			"attributes name, a second link, or a wrong proof",
 			qp->ibqpx.qp_base.qp_num, c->desc, strerror(-err));
 		srn_tcp_hello_ack(c, -err);
 		return -ECONNABORTED; /* costs only this socket */
@@ -775,14 +780,24 @@ static void srn_tcp_listen_stop(void)
 	srn_tcp_spare_fd = -1;
 }
 
-/* Our own responder may wait for the receives just posted to qp. */
+/* qp reached RTR or RTS: our own responder may wait for it. At RTS its
+ * candidates' HELLOs can be checked (srn_tcp_prove_hellos). modify_qp,
+ * both QP locks held. */
 void srn_tcp_kick(struct srn_qp *qp)
 {
-	bool any;
+	struct srn_tcp_qp *tq;
+	bool any, prove;
 
 	pthread_mutex_lock(&qp->conn_lock);
 	any = !srn_list_empty(&qp->links);
+	tq = qp->tstate; /* conn_lock held */
+	prove = any && tq && !tq->peer_link && srn_qp_state(qp) == IBV_QPS_RTS;
 	pthread_mutex_unlock(&qp->conn_lock);
+	if (prove) {
+		srn_progress_lock();
+		srn_tcp_prove_hellos(qp);
+		srn_progress_unlock();
+	}
 	if (any)
 		srn_progress_kick();
 }

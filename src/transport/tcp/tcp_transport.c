@@ -517,13 +517,15 @@ static void srn_tcp_req_tick(struct srn_tcp_link *l, uint64_t now)
 
 /* ---- connection ---- */
 
-/* Our HELLO to QP dqpn. */
+/* Our HELLO to QP dqpn, with our rq_psn: the target's sq_psn, our proof
+ * of knowing the PSNs (srn_tcp_hello_proof). */
 static void srn_tcp_hello_init(struct srn_wire_hello *hello, struct srn_qp *qp,
 			       uint32_t dqpn)
 {
 	memset(hello, 0, sizeof(*hello));
 	hello->src_qpn = qp->ibqpx.qp_base.qp_num;
 	hello->dst_qpn = dqpn;
+	hello->rq_psn = srn_qp_rx_get(qp).rq_psn & 0xffffff;
 	memcpy(hello->src_gid, srn_device_get()->gid.raw, 16);
 }
 
@@ -707,9 +709,12 @@ static int srn_tcp_connect_dial(struct srn_qp *qp, struct srn_tcp_qp *tq,
 
 /*
  * The peer connects to us: its connection may be here already, among the
- * candidates that arrived before our RTR. The first that matches our RTR
- * attributes (srn_tcp_link_matches) becomes the QP's link; the others are
- * closed, costing nothing but their sockets.
+ * candidates that arrived before our RTR. Those that match our RTR
+ * attributes (srn_tcp_link_matches) stay candidates until one proves
+ * itself (its HELLO at our RTS, or its first request's PSN:
+ * srn_tcp_link_prove), but a mediated one, whose peer the kernel vouched
+ * for, is the QP's link at once; the others are closed, costing nothing
+ * but their sockets.
  */
 static void srn_tcp_connect_wait(struct srn_qp *qp, struct srn_tcp_qp *tq)
 {
@@ -730,7 +735,8 @@ static void srn_tcp_connect_wait(struct srn_qp *qp, struct srn_tcp_qp *tq)
 		/* acquire: pairs with the release in srn_tcp_link_down */
 		if (!tq->peer_link && srn_tcp_link_matches(l, tq) &&
 		    !atomic_load_explicit(&l->gone, memory_order_acquire)) {
-			srn_tcp_link_own(l, qp, tq);
+			if (l->mediated)
+				srn_tcp_link_own(l, qp, tq);
 			continue;
 		}
 		srn_list_del(&l->pl.link);
