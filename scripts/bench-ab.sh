@@ -42,7 +42,7 @@ port=$((40000 + RANDOM % 10000))
 
 wait_port() { # port [netns]
 	for _ in $(seq 1 200); do
-		${2:+ip netns exec $2} ss -Hltn "sport = :$1" | grep -q . && return 0
+		${2:+ip netns exec $2} ss -Hltn "sport = :$1" | grep . >/dev/null && return 0
 		sleep 0.05
 	done
 }

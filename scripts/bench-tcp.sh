@@ -41,7 +41,7 @@ inB() { ip netns exec $B taskset -c 1 "$@"; }
 port=$((30000 + RANDOM % 5000))
 wait_port() {
 	for _ in $(seq 1 200); do
-		ip netns exec $A ss -Hltn "sport = :$1" | grep -q . && return 0
+		ip netns exec $A ss -Hltn "sport = :$1" | grep . >/dev/null && return 0
 		sleep 0.05
 	done
 }

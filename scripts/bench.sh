@@ -23,7 +23,7 @@ record() { echo "$2" >>"$out/rec/$1"; } # record KEY VALUE
 
 wait_port() {
 	for _ in $(seq 1 200); do
-		ss -Hltn "sport = :$1" | grep -q . && return 0
+		ss -Hltn "sport = :$1" | grep . >/dev/null && return 0
 		sleep 0.05
 	done
 }

@@ -122,10 +122,10 @@ esac
 if dpkg -L softrnic | grep -E '/lib[^/]*\.so' | grep -v -q "^$priv/"; then
 	fail "libraries outside $priv: $(dpkg -L softrnic | grep -E '/lib[^/]*\.so' | grep -v "^$priv/")"
 fi
-if dpkg -L softrnic | grep -q '^/etc/ld\.so\.conf'; then
+if dpkg -L softrnic | grep '^/etc/ld\.so\.conf' >/dev/null; then
 	fail "the package adds to the dynamic linker's configuration"
 fi
-if /sbin/ldconfig -p | grep -q -F "$priv/"; then
+if /sbin/ldconfig -p | grep -F "$priv/" >/dev/null; then
 	fail "the dynamic linker knows $priv: $(/sbin/ldconfig -p | grep -F "$priv/")"
 fi
 ok "libraries only in $priv, unknown to the dynamic linker"

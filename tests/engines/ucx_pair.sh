@@ -63,7 +63,7 @@ trap cleanup EXIT
 spid=$!
 # the client starts once the server's rendezvous port listens
 for _ in $(seq 1 200); do
-	"${srv_pre[@]}" ss -Hltn "sport = :$port" 2>/dev/null | grep -q . &&
+	"${srv_pre[@]}" ss -Hltn "sport = :$port" 2>/dev/null | grep . >/dev/null &&
 		break
 	kill -0 "$spid" 2>/dev/null || break
 	sleep 0.05

@@ -49,7 +49,7 @@ while [ $# -gt 0 ]; do
 	--port) fixed_port=$2; shift 2; continue ;;
 	--ready) ready=$2; shift 2; continue ;;
 	--ipv6) # the pair uses ::1: skip where the host has no IPv6
-		ip -6 addr show dev lo 2>/dev/null | grep -q "::1/" ||
+		ip -6 addr show dev lo 2>/dev/null | grep "::1/" >/dev/null ||
 			{ echo "SKIP: no IPv6 loopback"; exit 77; }
 		shift; continue ;;
 	--server) side=s; shift; continue ;;
@@ -123,7 +123,7 @@ if [ -n "$port" ]; then
 fi
 for ((n = 0; n < 100 && ${#port} == 0; n++)); do
 	p=$((10000 + (RANDOM * 32768 + RANDOM) % 20000))
-	cm_ports | grep -qx "$p" || { port=$p; break; }
+	cm_ports | grep -x "$p" >/dev/null || { port=$p; break; }
 done
 [ -n "$port" ] || { echo "FAIL: no free rdma_cm port"; exit 1; }
 group=239.255.$((RANDOM % 256)).$((RANDOM % 256))
@@ -164,7 +164,7 @@ cm_listens() {
 		grep -q -E -- "$ready" "$out/server"
 		return
 	fi
-	cm_ports | grep -qx "$port" &&
+	cm_ports | grep -x "$port" >/dev/null &&
 		"${srv_pre[@]}" ss -Hltnp "sport = :${SOFTRNIC_CM_PORT:-4790}" 2>/dev/null |
 		grep -q "pid=$spid,"
 }

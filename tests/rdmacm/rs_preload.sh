@@ -24,7 +24,7 @@ fi
 env LD_PRELOAD="$preload" iperf3 -c "$addr" -p "$port" -t 2 -f m "$@"
 rc=$?
 [ $rc = 0 ] || exit $rc
-if ss -Htan "( sport = :$port or dport = :$port )" | grep -q .; then
+if ss -Htan "( sport = :$port or dport = :$port )" | grep . >/dev/null; then
 	echo "FAIL: the kernel's TCP carried connections on port $port:"
 	ss -tan "( sport = :$port or dport = :$port )"
 	exit 1
