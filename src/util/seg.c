@@ -24,6 +24,21 @@ static const char *const srn_seg_names[] = {
 	[SRN_SEG_TPT] = "srn-tpt",
 };
 
+/* A QP segment (one per connection, on both sides) goes to a chunk of
+ * segarena.c when it fits: unmapping it alone costs a TLB invalidation. */
+static void *srn_seg_mmap(int fd, enum srn_seg_kind kind, size_t size, int prot)
+{
+	void *p = kind == SRN_SEG_QP ? srn_sega_map(size, prot, fd) : NULL;
+
+	return p ? p : mmap(NULL, size, prot, MAP_SHARED, fd, 0);
+}
+
+static void srn_seg_munmap(void *addr, size_t size)
+{
+	if (!srn_sega_unmap(addr, size))
+		munmap(addr, size);
+}
+
 int srn_seg_create(struct srn_seg *seg, enum srn_seg_kind kind, size_t size,
 		   uint32_t id)
 {
@@ -39,7 +54,7 @@ int srn_seg_create(struct srn_seg *seg, enum srn_seg_kind kind, size_t size,
 		close(fd);
 		return err;
 	}
-	seg->addr = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	seg->addr = srn_seg_mmap(fd, kind, size, PROT_READ | PROT_WRITE);
 	if (seg->addr == MAP_FAILED) {
 		err = -errno;
 		close(fd);
@@ -72,13 +87,13 @@ int srn_seg_map(struct srn_seg *seg, int fd, enum srn_seg_kind kind,
 	if ((size_t)st.st_size < min_size || (size_t)st.st_size < 4096 ||
 	    st.st_size > (1ll << 34))
 		return -EPROTO;
-	p = mmap(NULL, st.st_size, prot, MAP_SHARED, fd, 0);
+	p = srn_seg_mmap(fd, kind, st.st_size, prot);
 	if (p == MAP_FAILED)
 		return -errno;
 	h = p;
 	if (h->magic != SRN_SHM_MAGIC || h->version != SRN_SHM_VERSION ||
 	    h->kind != kind || h->size != (uint64_t)st.st_size) {
-		munmap(p, st.st_size);
+		srn_seg_munmap(p, st.st_size);
 		return -EPROTO;
 	}
 	madvise(p, st.st_size, MADV_DONTFORK);
@@ -91,7 +106,7 @@ int srn_seg_map(struct srn_seg *seg, int fd, enum srn_seg_kind kind,
 void srn_seg_unmap(struct srn_seg *seg)
 {
 	if (seg->addr && seg->addr != MAP_FAILED)
-		munmap(seg->addr, seg->size);
+		srn_seg_munmap(seg->addr, seg->size);
 	if (seg->fd >= 0)
 		close(seg->fd);
 	seg->addr = NULL;
