@@ -24,6 +24,7 @@
 #include "util/util.h"
 
 #define SRN_FDSHARE_HINTS 256
+#define SRN_FDSHARE_WAYS 4 /* keys whose hints share a slot's bucket */
 
 struct srn_fdshare_hint {
 	int32_t key;
@@ -33,7 +34,8 @@ struct srn_fdshare_hint {
 static pthread_mutex_t srn_fdshare_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint32_t *srn_fdshare_refs; /* by descriptor number */
 static size_t srn_fdshare_nrefs;
-static struct srn_fdshare_hint srn_fdshare_hint[SRN_FDSHARE_HINTS];
+static struct srn_fdshare_hint srn_fdshare_hint[SRN_FDSHARE_HINTS]
+					       [SRN_FDSHARE_WAYS];
 static bool srn_fdshare_ready;
 
 /* Under the lock: are a and b the same open file? */
@@ -65,6 +67,33 @@ static int srn_fdshare_grow(int fd)
 }
 
 /*
+ * Under the lock: the hint for key, or the way of its bucket to put it in
+ * (a free one, else the first). Keys of one bucket each keep a way: with
+ * one hint per slot, two keys of a slot (a peer's kick eventfd and one of
+ * its CQ segments) replaced each other at every connection, and each
+ * connection then kept a descriptor and mapped a CQ of its own.
+ */
+static struct srn_fdshare_hint *srn_fdshare_hint_of(int32_t key)
+{
+	struct srn_fdshare_hint *b, *h = NULL;
+
+	if (!srn_fdshare_ready) {
+		for (int i = 0; i < SRN_FDSHARE_HINTS; i++)
+			for (int w = 0; w < SRN_FDSHARE_WAYS; w++)
+				srn_fdshare_hint[i][w].fd = -1;
+		srn_fdshare_ready = true;
+	}
+	b = srn_fdshare_hint[(uint32_t)key % SRN_FDSHARE_HINTS];
+	for (int w = 0; w < SRN_FDSHARE_WAYS; w++) {
+		if (b[w].fd >= 0 && b[w].key == key)
+			return &b[w];
+		if (b[w].fd < 0 && !h)
+			h = &b[w];
+	}
+	return h ? h : &b[0];
+}
+
+/*
  * Takes fd (received from the peer known by key): returns the descriptor
  * to use and to give back with srn_fdshare_put, fd itself or one already
  * kept for the same file (fd is then closed).
@@ -77,12 +106,7 @@ int srn_fdshare_get(int fd, int32_t key)
 	if (fd < 0)
 		return fd;
 	pthread_mutex_lock(&srn_fdshare_lock);
-	if (!srn_fdshare_ready) {
-		for (int i = 0; i < SRN_FDSHARE_HINTS; i++)
-			srn_fdshare_hint[i].fd = -1;
-		srn_fdshare_ready = true;
-	}
-	h = &srn_fdshare_hint[(uint32_t)key % SRN_FDSHARE_HINTS];
+	h = srn_fdshare_hint_of(key);
 	if (h->fd >= 0 && h->key == key && h->fd != fd &&
 	    srn_fdshare_same(h->fd, fd)) {
 		keep = h->fd;
@@ -111,8 +135,9 @@ void srn_fdshare_put(int fd)
 	if ((size_t)fd < srn_fdshare_nrefs && srn_fdshare_refs[fd]) {
 		last = --srn_fdshare_refs[fd] == 0;
 		for (int i = 0; last && i < SRN_FDSHARE_HINTS; i++)
-			if (srn_fdshare_hint[i].fd == fd)
-				srn_fdshare_hint[i].fd = -1;
+			for (int w = 0; w < SRN_FDSHARE_WAYS; w++)
+				if (srn_fdshare_hint[i][w].fd == fd)
+					srn_fdshare_hint[i][w].fd = -1;
 	}
 	if (last)
 		close(fd); /* under the lock: the number is not reused before */

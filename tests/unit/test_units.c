@@ -2,13 +2,16 @@
 /*
  * Unit tests of the hardware blocks, linked against the library's objects:
  * receive rings, CQ rings (owner bits, overflow, arming), the key table and
- * its check order, the QP state table, the opcode table, the RNR timer and
- * the control socket's reading after a reset.
+ * its check order, the QP state table, the opcode table, the RNR timer,
+ * the control socket's reading after a reset and the sharing of received
+ * descriptors.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -432,6 +435,36 @@ static void test_ctl_reset(void)
 	close(sv[0]);
 }
 
+/*
+ * Two peers' files whose keys fall in one slot of util/fdshare.c's hints,
+ * received again and again (a peer's kick eventfd and one of its CQ
+ * segments, at every connection): each is kept once, however the keys
+ * fall, and the last put closes it.
+ */
+static void test_fdshare_slot(void)
+{
+	const int32_t k1 = 0x1234, k2 = k1 + 256; /* one slot */
+	int a = eventfd(0, EFD_CLOEXEC), b = eventfd(0, EFD_CLOEXEC);
+	int ka, kb, x;
+
+	CHECK(a >= 0 && b >= 0);
+	ka = srn_fdshare_get(dup(a), k1);
+	kb = srn_fdshare_get(dup(b), k2);
+	for (int i = 0; i < 4; i++) {
+		x = srn_fdshare_get(dup(a), k1);
+		CHECK(x == ka);
+		x = srn_fdshare_get(dup(b), k2);
+		CHECK(x == kb);
+	}
+	for (int i = 0; i < 5; i++) {
+		srn_fdshare_put(ka);
+		srn_fdshare_put(kb);
+	}
+	CHECK(fcntl(ka, F_GETFD) < 0 && fcntl(kb, F_GETFD) < 0);
+	close(a);
+	close(b);
+}
+
 int main(void)
 {
 	test_rq_ring();
@@ -445,5 +478,6 @@ int main(void)
 	test_cq_peer_geo();
 	test_cq_owner_resize();
 	test_ctl_reset();
+	test_fdshare_slot();
 	return unit_summary();
 }
