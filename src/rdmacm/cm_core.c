@@ -235,13 +235,16 @@ SRN_EXPORT void rdma_free_devices(struct ibv_context **list)
  * than unmapped: an munmap in a process with threads on several CPUs
  * flushes their TLBs (an IPI each; costly under virtualisation), and a
  * connection allocates and frees several objects (events, ids). At most
- * SRN_CM_POOL_MAX blocks of each size (1 to SRN_CM_POOL_SIZES pages).
+ * SRN_CM_POOL_PAGES pages of each size (1 to SRN_CM_POOL_SIZES pages): a
+ * burst's objects are all kept (with 256 blocks, cmtime's 1,000
+ * connections unmapped about 2 pages per connection on the active side,
+ * one by one, in its disconnects and destroys).
  * An empty pool is filled with SRN_CM_POOL_BATCH blocks from one mmap,
  * populated at once (MAP_POPULATE): a burst of connections (cmtime's
  * thousand) made one mmap and one page fault per object before.
  */
 #define SRN_CM_POOL_SIZES 4
-#define SRN_CM_POOL_MAX 256
+#define SRN_CM_POOL_PAGES 4096 /* 16 MiB */
 #define SRN_CM_POOL_BATCH 16
 
 struct srn_cm_pool_blk {
@@ -311,7 +314,7 @@ void srn_cm_zfree(void *ptr)
 	k = b->len / 4096 - 1;
 	if (k < SRN_CM_POOL_SIZES) {
 		pthread_mutex_lock(&srn_cm_pool_lock);
-		if (srn_cm_pool_n[k] < SRN_CM_POOL_MAX) {
+		if (srn_cm_pool_n[k] < SRN_CM_POOL_PAGES / (k + 1)) {
 			b->next = srn_cm_pool[k];
 			srn_cm_pool[k] = b;
 			srn_cm_pool_n[k]++;
