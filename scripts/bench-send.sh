@@ -61,7 +61,7 @@ pair() { # NAME A B: runs A and B back to back, in turn first
 	fi
 	echo "$a" >>"$work/$1_soft"
 	echo "$b" >>"$work/$1_ucx"
-	ratio "$a" "$b" >>"$work/$1_ratio"
+	echo "$(ratio "$a" "$b")" >>"$work/$1_ratio"
 	echo
 }
 
