@@ -540,7 +540,19 @@ struct srn_opcode_info {
 	enum ibv_wc_opcode recv_wc_opcode; /* responder completion */
 };
 
-const struct srn_opcode_info *srn_opcode_get(unsigned opcode);
+/* The table, indexed by ibv_wr_opcode (core/opcode.c); entries without a
+ * name are opcodes this device does not execute. */
+#define SRN_NOPCODES (IBV_WR_SEND_WITH_INV + 1)
+extern const struct srn_opcode_info srn_opcodes[SRN_NOPCODES];
+
+/* NULL for opcodes an RC QP of this device does not execute. Inline: it
+ * runs for every WR, at post and at the target's completion. */
+static inline const struct srn_opcode_info *srn_opcode_get(unsigned opcode)
+{
+	if (opcode >= SRN_NOPCODES || !srn_opcodes[opcode].name)
+		return NULL;
+	return &srn_opcodes[opcode];
+}
 const char *srn_wc_status_str(enum ibv_wc_status status);
 
 /* ---- qp.c / qp_state.c ---- */

@@ -5,7 +5,7 @@
  */
 #include "core/core.h"
 
-static const struct srn_opcode_info srn_opcodes[] = {
+const struct srn_opcode_info srn_opcodes[SRN_NOPCODES] = {
 	[IBV_WR_RDMA_WRITE] = {
 		.name = "RDMA_WRITE",
 		.flags = SRN_OP_REMOTE_WRITE | SRN_OP_INLINE_OK,
@@ -63,14 +63,6 @@ static const struct srn_opcode_info srn_opcodes[] = {
 		.recv_wc_opcode = IBV_WC_RECV,
 	},
 };
-
-/* NULL for opcodes an RC QP of this device does not execute. */
-const struct srn_opcode_info *srn_opcode_get(unsigned opcode)
-{
-	if (opcode >= SRN_ARRAY_SIZE(srn_opcodes) || !srn_opcodes[opcode].name)
-		return NULL;
-	return &srn_opcodes[opcode];
-}
 
 /* The names rdma-core gives completion statuses (ibv_wc_status_str). */
 const char *srn_wc_status_str(enum ibv_wc_status status)

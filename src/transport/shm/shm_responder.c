@@ -200,7 +200,9 @@ void srn_resp_cqe_fill(struct srn_peer *p, const struct srn_rwqe *rw,
 		       struct srn_cqe *cqe)
 {
 	const struct srn_opcode_info *op = srn_opcode_get(w->opcode);
-	struct srn_cqe c = {
+	struct srn_cqe *c = cqe; /* filled in place: no copy on the way */
+
+	*c = (struct srn_cqe){
 		.wr_id = rw->wr_id,
 		.status = status,
 		.opcode = opcode,
@@ -208,25 +210,23 @@ void srn_resp_cqe_fill(struct srn_peer *p, const struct srn_rwqe *rw,
 		.qp_num = p->qpn,
 		.src_qp = p->qp->ibqpx.qp_base.qp_num,
 	};
-
 	if (status == IBV_WC_SUCCESS && op && (op->flags & SRN_OP_HAS_IMM)) {
-		c.imm_data = w->imm_data;
-		c.wc_flags |= IBV_WC_WITH_IMM;
+		c->imm_data = w->imm_data;
+		c->wc_flags |= IBV_WC_WITH_IMM;
 	}
 	if (status == IBV_WC_SUCCESS && op && (op->flags & SRN_OP_INV)) {
 		/* the target's poll invalidates the window (srn_cq_drain);
 		 * until then this peer refuses the key itself */
 		srn_resp_inv_record(p, w->imm_data);
-		c.imm_data = w->imm_data; /* invalidated_rkey, host order */
-		c.wc_flags |= IBV_WC_WITH_INV;
+		c->imm_data = w->imm_data; /* invalidated_rkey, host order */
+		c->wc_flags |= IBV_WC_WITH_INV;
 	}
 	if (status == IBV_WC_SUCCESS && p->datagram)
-		c.wc_flags |= IBV_WC_GRH; /* the GRH starts the buffer */
+		c->wc_flags |= IBV_WC_GRH; /* the GRH starts the buffer */
 	if (status != IBV_WC_SUCCESS)
-		c.vendor_err = status;
+		c->vendor_err = status;
 	if (w->send_flags & IBV_SEND_SOLICITED)
-		c.flags |= SRN_CQE_SOLICITED;
-	*cqe = c;
+		c->flags |= SRN_CQE_SOLICITED;
 }
 
 void srn_resp_complete(struct srn_peer *p, const struct srn_rwqe *rw,
