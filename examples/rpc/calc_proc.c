@@ -39,9 +39,17 @@ bool_t calc_sum_1_svc(calc_blob *arg, u_int *result, struct svc_req *req)
 	return TRUE;
 }
 
+/* The longest sleep a client may ask for: no client parks a worker for
+ * ever (tests/rpc/run_fuzz_rpc.sh builds this with 100 ms, below its
+ * harness's timeouts). */
+#ifndef CALC_SLEEP_MAX_MS
+#define CALC_SLEEP_MAX_MS 10000
+#endif
+
 bool_t calc_sleep_1_svc(int *ms, int *result, struct svc_req *req)
 {
-	struct timespec ts = { *ms / 1000, (*ms % 1000) * 1000000L };
+	int d = *ms < 0 ? 0 : *ms > CALC_SLEEP_MAX_MS ? CALC_SLEEP_MAX_MS : *ms;
+	struct timespec ts = { d / 1000, (d % 1000) * 1000000L };
 
 	nanosleep(&ts, NULL);
 	*result = *ms;

@@ -17,7 +17,10 @@ cp "$root/examples/rpc/calc.x" "$work/"
 (cd "$work" && rpcgen -M -h -o calc.h calc.x && rpcgen -M -c -o calc_xdr.c calc.x &&
 	rpcgen -M -m -o calc_svc.c calc.x) || exit 1
 mapfile -t srcs < <(find "$root/src/rpc" -name '*.c' | sort)
+# CALC_SLEEP_MAX_MS: the calc service sleeps at most 100 ms, however long a
+# call asks for (a fuzzed CALC_SLEEP of hours hung the harness)
 if ! clang -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined \
+	-DCALC_SLEEP_MAX_MS=100 \
 	-fno-sanitize-recover=all -w -I"$root/src" -I"$root/include" -I"$work" \
 	$(pkg-config --cflags libtirpc) "$here/fuzz_rpc.c" "${srcs[@]}" \
 	"$root/src/util/log.c" "$root/examples/rpc/calc_proc.c" \
