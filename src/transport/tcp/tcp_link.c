@@ -389,6 +389,17 @@ static struct srn_tcp_link *srn_tcp_link_take(struct srn_tcp_link *l,
 	return old;
 }
 
+/* After a link was taken (srn_tcp_link_take), conn_lock dropped: the link
+ * it replaced is freed (nobody sends on it any more), and requests that
+ * waited for a link are retried. */
+static void srn_tcp_link_taken(struct srn_tcp_link *old, bool retry)
+{
+	if (old)
+		srn_tcp_link_free(old);
+	if (retry)
+		srn_progress_request_retry();
+}
+
 /*
  * HELLO on l named QP qp. A QP at RTR keeps it as a candidate only if it
  * matches its RTR attributes (srn_tcp_claim_ok) and no link has proved
@@ -429,10 +440,7 @@ int srn_tcp_link_bind(struct srn_tcp_link *l, struct srn_qp *qp)
 		retry = proof > 0 && !tq->dialer;
 	}
 	pthread_mutex_unlock(&qp->conn_lock);
-	if (old) /* replaced: nobody sends on it any more */
-		srn_tcp_link_free(old);
-	if (retry)
-		srn_progress_request_retry(); /* requests waiting for it */
+	srn_tcp_link_taken(old, retry);
 	return err;
 }
 
@@ -471,10 +479,7 @@ int srn_tcp_link_prove(struct srn_tcp_link *l, uint32_t psn)
 			"QP 0x%06x: closed %s: it did not prove to be the "
 			"peer (request PSN 0x%06x)",
 			qp->ibqpx.qp_base.qp_num, l->desc, psn & 0xffffff);
-	if (old)
-		srn_tcp_link_free(old);
-	if (retry)
-		srn_progress_request_retry(); /* requests waiting for it */
+	srn_tcp_link_taken(old, retry);
 	return err;
 }
 
@@ -538,10 +543,7 @@ void srn_tcp_prove_hellos(struct srn_qp *qp)
 	}
 	pthread_mutex_unlock(&qp->conn_lock);
 	srn_tcp_refuse(&refused);
-	if (old)
-		srn_tcp_link_free(old);
-	if (retry)
-		srn_progress_request_retry(); /* requests waiting for it */
+	srn_tcp_link_taken(old, retry);
 }
 
 /*
