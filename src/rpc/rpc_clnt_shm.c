@@ -49,8 +49,8 @@ static bool_t srn_rpc_clnt_xdr_call(XDR *x, void *p)
 	struct srn_rpc_clnt *ct = a->ct;
 
 	return srn_rpc_xdr_call_head(x, ct->n.xid, ct->n.prog, ct->n.vers,
-				     a->proc) &&
-	       AUTH_MARSHALL(ct->cl.cl_auth, x) && a->xargs(x, a->argsp);
+				     a->proc, ct->cl.cl_auth) &&
+	       a->xargs(x, a->argsp);
 }
 
 /* Encodes the call where it fits: the slot, else the aux area. */

@@ -82,8 +82,8 @@ static size_t srn_rpc_tclnt_encode(struct srn_rpc_tclnt *tc, rpcproc_t proc,
 		xdrmem_create(&x, (char *)tc->out + 4, (u_int)(cap - 4),
 			      XDR_ENCODE);
 		if (srn_rpc_xdr_call_head(&x, tc->n.xid, tc->n.prog, tc->n.vers,
-					  proc) &&
-		    AUTH_MARSHALL(tc->cl.cl_auth, &x) && xargs(&x, argsp)) {
+					  proc, tc->cl.cl_auth) &&
+		    xargs(&x, argsp)) {
 			mark = htonl(0x80000000u | xdr_getpos(&x));
 			memcpy(tc->out, &mark, 4);
 			return 4 + (size_t)xdr_getpos(&x);

@@ -52,9 +52,9 @@ static u_int srn_rpc_uclnt_encode(struct srn_rpc_uclnt *uc, rpcproc_t proc,
 	XDR x;
 
 	xdrmem_create(&x, (char *)uc->out, sizeof(uc->out), XDR_ENCODE);
-	if (!srn_rpc_xdr_call_head(&x, uc->n.xid, uc->n.prog, uc->n.vers,
-				   proc) ||
-	    !AUTH_MARSHALL(uc->cl.cl_auth, &x) || !xargs(&x, argsp))
+	if (!srn_rpc_xdr_call_head(&x, uc->n.xid, uc->n.prog, uc->n.vers, proc,
+				   uc->cl.cl_auth) ||
+	    !xargs(&x, argsp))
 		return 0;
 	return xdr_getpos(&x);
 }

@@ -58,24 +58,17 @@ static void srn_rpc_pid_init(void)
  * fork's child). */
 static uint32_t srn_rpc_self(void)
 {
-	uint32_t pid;
+	/* relaxed: every thread of the process stores the same value, and
+	 * only after the fork handler is in place */
+	uint32_t pid = __atomic_load_n(&srn_rpc_pid, __ATOMIC_RELAXED);
 
+	if (srn_likely(pid))
+		return pid;
 	pthread_once(&srn_rpc_pid_once, srn_rpc_pid_init);
-	/* relaxed: every thread of the process stores the same value */
-	pid = __atomic_load_n(&srn_rpc_pid, __ATOMIC_RELAXED);
-	if (!pid) {
-		pid = (uint32_t)getpid();
-		/* relaxed: as above */
-		__atomic_store_n(&srn_rpc_pid, pid, __ATOMIC_RELAXED);
-	}
+	pid = (uint32_t)getpid();
+	/* relaxed: as above */
+	__atomic_store_n(&srn_rpc_pid, pid, __ATOMIC_RELAXED);
 	return pid;
-}
-
-uint32_t srn_rpc_load_acquire(const uint32_t *word)
-{
-	/* acquire: pairs with the release in srn_rpc_publish,
-	 * srn_rpc_reply_publish or srn_rpc_worker_free */
-	return __atomic_load_n(word, __ATOMIC_ACQUIRE);
 }
 
 /* 0, or -ETIMEDOUT / -EAGAIN / -EINTR (all mean: look again). */
@@ -172,14 +165,6 @@ void srn_rpc_seg_unmap(struct srn_rpc_seg *seg)
 	if (seg->hdr)
 		munmap(seg->hdr, seg->size);
 	seg->hdr = NULL;
-}
-
-struct srn_rpc_worker *srn_rpc_seg_worker(const struct srn_rpc_seg *seg,
-					  unsigned i)
-{
-	return (struct srn_rpc_worker *)((char *)seg->hdr +
-					 seg->hdr->worker_off) +
-	       i;
 }
 
 /* dir 0: calls (receive), 1: replies (transmit). */
@@ -573,24 +558,6 @@ void srn_rpc_reply_publish(struct srn_rpc_worker *w, uint32_t n, uint32_t len,
 	if (__atomic_load_n(&s->waiting, __ATOMIC_RELAXED))
 		/* the callers of n and n + 2 may both wait on this word */
 		syscall(SYS_futex, &s->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-}
-
-/* The caller is done with reply n: the worker may reuse its slot. */
-void srn_rpc_reply_ack(struct srn_rpc_worker *w, uint32_t n)
-{
-	/* release: our reads of the reply before the ack; pairs with the
-	 * acquire in srn_rpc_ack_read */
-	__atomic_store_n(&w->tx[n & 1].ack, n, __ATOMIC_RELEASE);
-}
-
-/* The last acknowledged reply of transmit slot i (the ack stays in the
- * transmit slot: on the receive slot, which the worker reads anyway, it
- * made a round trip 0.15 us slower here, measured). */
-uint32_t srn_rpc_ack_read(const struct srn_rpc_worker *w, unsigned i)
-{
-	/* acquire: pairs with the release in srn_rpc_reply_ack (the
-	 * caller's reads of the reply before we overwrite it) */
-	return __atomic_load_n(&w->tx[i & 1].ack, __ATOMIC_ACQUIRE);
 }
 
 /*

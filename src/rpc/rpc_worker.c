@@ -293,22 +293,6 @@ static void srn_rpc_reply_mismatch(struct srn_rpc_wlocal *wl)
 	SVC_REPLY(&wl->xprt, &r);
 }
 
-/* A call of another RPC version (libtirpc's xdr_callmsg refuses it):
- * its xid, direction and version, for the RPC_MISMATCH reply. */
-static bool srn_rpc_other_version(struct srn_rpc_wlocal *wl, uint8_t *buf,
-				  uint32_t len)
-{
-	uint32_t xid, dir, vers;
-	XDR x;
-
-	xdrmem_create(&x, (char *)buf, len, XDR_DECODE);
-	if (!xdr_u_int32_t(&x, &xid) || !xdr_u_int32_t(&x, &dir) ||
-	    !xdr_u_int32_t(&x, &vers) || dir != CALL || vers == RPC_MSG_VERSION)
-		return false;
-	wl->xid = xid;
-	return true;
-}
-
 /* Where the message of call wl->n is, bounds-checked; NULL: drop it. */
 static uint8_t *srn_rpc_call_buf(struct srn_rpc_wlocal *wl, uint32_t *len_p)
 {
@@ -337,7 +321,7 @@ static uint8_t *srn_rpc_call_buf(struct srn_rpc_wlocal *wl, uint32_t *len_p)
 static void srn_rpc_worker_serve_msg(struct srn_rpc_wlocal *wl, uint8_t *buf,
 				     uint32_t len)
 {
-	struct rpc_msg msg;
+	struct srn_rpc_call_hdr h;
 	struct svc_req req;
 	int why;
 
@@ -345,21 +329,19 @@ static void srn_rpc_worker_serve_msg(struct srn_rpc_wlocal *wl, uint8_t *buf,
 	if (!buf)
 		goto out;
 	xdrmem_create(&wl->args, (char *)buf, len, XDR_DECODE);
-	memset(&msg, 0, sizeof(msg));
-	msg.rm_call.cb_cred.oa_base = wl->cred;
-	msg.rm_call.cb_verf.oa_base = wl->cred + MAX_AUTH_BYTES;
-	if (srn_rpc_other_version(wl, buf, len)) {
+	why = srn_rpc_call_parse(&wl->args, &h, wl->cred);
+	if (why < 0)
+		goto out; /* malformed: dropped */
+	wl->xid = h.xid;
+	if (why == SRN_RPC_HDR_MISMATCH) {
 		srn_rpc_reply_mismatch(wl);
 		goto out;
 	}
-	if (!xdr_callmsg(&wl->args, &msg) || msg.rm_direction != CALL)
-		goto out; /* malformed: dropped */
-	wl->xid = msg.rm_xid;
 	memset(&req, 0, sizeof(req));
-	req.rq_prog = msg.rm_call.cb_prog;
-	req.rq_vers = msg.rm_call.cb_vers;
-	req.rq_proc = msg.rm_call.cb_proc;
-	req.rq_cred = msg.rm_call.cb_cred;
+	req.rq_prog = h.prog;
+	req.rq_vers = h.vers;
+	req.rq_proc = h.proc;
+	req.rq_cred = h.cred;
 	req.rq_xprt = &wl->xprt;
 	why = srn_rpc_check_auth(wl, &req);
 	if (why)

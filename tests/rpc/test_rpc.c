@@ -280,6 +280,97 @@ static enum clnt_stat call_as(CLIENT *cl, rpcprog_t prog, rpcvers_t vers,
 	return st;
 }
 
+/* A credential the test writes itself: flavor and body as given, an
+ * AUTH_NONE verifier. */
+struct raw_auth {
+	AUTH a;
+	uint32_t flavor;
+	uint32_t len;
+	uint8_t body[16];
+};
+
+static void raw_nextverf(AUTH *a)
+{
+}
+
+static int raw_marshal(AUTH *a, XDR *x)
+{
+	struct raw_auth *r = (struct raw_auth *)a;
+	uint32_t none = AUTH_NONE, zero = 0;
+	char *body = (char *)r->body;
+
+	return xdr_u_int32_t(x, &r->flavor) &&
+	       xdr_bytes(x, &body, &r->len, sizeof(r->body)) &&
+	       xdr_u_int32_t(x, &none) && xdr_u_int32_t(x, &zero);
+}
+
+static int raw_validate(AUTH *a, struct opaque_auth *v)
+{
+	return 1;
+}
+
+static int raw_refresh(AUTH *a, void *arg)
+{
+	return 0;
+}
+
+static void raw_destroy(AUTH *a)
+{
+}
+
+static int raw_wrap(AUTH *a, XDR *x, xdrproc_t f, caddr_t p)
+{
+	return f(x, p);
+}
+
+static struct auth_ops raw_ops = { raw_nextverf, raw_marshal, raw_validate,
+				   raw_refresh,	 raw_destroy, raw_wrap,
+				   raw_wrap };
+
+/* CALC_ADD with credential auth: its status, *e the error. */
+static enum clnt_stat add_with(CLIENT *cl, AUTH *auth, struct rpc_err *e)
+{
+	struct timeval tmo = { 3, 0 };
+	AUTH *old = cl->cl_auth;
+	calc_pair p = { 20, 22 };
+	enum clnt_stat st;
+	int sum = 0;
+
+	cl->cl_auth = auth;
+	st = clnt_call(cl, CALC_ADD, (xdrproc_t)xdr_calc_pair, (char *)&p,
+		       (xdrproc_t)xdr_int, (char *)&sum, tmo);
+	clnt_geterr(cl, e);
+	cl->cl_auth = old;
+	return st == RPC_SUCCESS && sum != 42 ? RPC_CANTDECODERES : st;
+}
+
+/* Credentials: AUTH_SYS is decoded and served, an unknown flavor gets
+ * AUTH_REJECTEDCRED, an AUTH_SYS body that does not decode AUTH_BADCRED
+ * (the server's header parser, every nettype). */
+static void check_auth(CLIENT *cl)
+{
+	struct raw_auth r = { .a.ah_ops = &raw_ops, .flavor = 3, .len = 8 };
+	AUTH *sys = authunix_create_default();
+	struct rpc_err e;
+	enum clnt_stat st;
+
+	r.a.ah_cred.oa_flavor = 3;
+	st = add_with(cl, sys, &e);
+	CHECK(st == RPC_SUCCESS, "AUTH_SYS call: %s", clnt_sperrno(st));
+	auth_destroy(sys);
+	st = add_with(cl, &r.a, &e);
+	CHECK(st == RPC_AUTHERROR && e.re_why == AUTH_REJECTEDCRED,
+	      "unknown flavor: %s (why %d)", clnt_sperrno(st), (int)e.re_why);
+	r.flavor = AUTH_SYS;
+	r.len = 4; /* a stamp, then nothing: cut short */
+	st = add_with(cl, &r.a, &e);
+	CHECK(st == RPC_AUTHERROR && e.re_why == AUTH_BADCRED,
+	      "undecodable AUTH_SYS: %s (why %d)", clnt_sperrno(st),
+	      (int)e.re_why);
+	st = add_with(cl, cl->cl_auth, &e);
+	CHECK(st == RPC_SUCCESS, "AUTH_NONE after: %s", clnt_sperrno(st));
+}
+
 /* The standard error replies; the server serves on afterwards. */
 static void test_errors(void)
 {
@@ -311,6 +402,7 @@ static void test_errors(void)
 	CHECK(st == RPC_CANTDECODEARGS, "garbage arguments: %s",
 	      clnt_sperrno(st));
 	check_small(cl);
+	check_auth(cl);
 	clnt_destroy(cl);
 }
 
