@@ -195,7 +195,7 @@ static uint64_t srn_rpc_sched_peek(struct srn_rpc_worker *w)
  * makes call n + 1 in rx[1 - slot].
  */
 static bool srn_rpc_claim_one(struct srn_rpc_worker *w, uint32_t want,
-			      struct srn_rpc_ticket *t)
+			      struct srn_rpc_ticket *t, bool *raced_p)
 {
 	bool behind = want == SRN_RPC_RUNNING;
 	uint64_t cur, next;
@@ -215,8 +215,10 @@ static bool srn_rpc_claim_one(struct srn_rpc_worker *w, uint32_t want,
 	 * srn_rpc_worker_ready (the slot is free after it) and with the
 	 * CAS in srn_rpc_worker_sleep; acquire on failure, same pairing */
 	if (!__atomic_compare_exchange_n(srn_rpc_sched(w), &cur, next, false,
-					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		*raced_p = true; /* it moved meanwhile: worth a new look */
 		return false;
+	}
 	if (behind)
 		/* relaxed: a hint for srn_rpc_claimer_dead, which only asks
 		 * whether this process still lives */
@@ -237,9 +239,10 @@ static bool srn_rpc_short(const struct srn_rpc_worker *w)
 }
 
 /* Claims a worker in state want (for RUNNING: one whose handlers are
- * short); its index, or -1. */
+ * short); its index, or -1 (*raced_p: one was in that state but moved
+ * before the claim). */
 static int srn_rpc_claim_state(const struct srn_rpc_seg *seg, uint32_t want,
-			       struct srn_rpc_ticket *t)
+			       struct srn_rpc_ticket *t, bool *raced_p)
 {
 	struct srn_rpc_worker *w;
 	unsigned i;
@@ -248,7 +251,7 @@ static int srn_rpc_claim_state(const struct srn_rpc_seg *seg, uint32_t want,
 		w = srn_rpc_seg_worker(seg, i);
 		if (want == SRN_RPC_RUNNING && !srn_rpc_short(w))
 			continue;
-		if (srn_rpc_claim_one(w, want, t))
+		if (srn_rpc_claim_one(w, want, t, raced_p))
 			return (int)i;
 	}
 	return -1;
@@ -256,12 +259,17 @@ static int srn_rpc_claim_state(const struct srn_rpc_seg *seg, uint32_t want,
 
 /* The first step of the dispatch policy alone, without waiting: a
  * spinning worker (the common case, tried before a caller works out
- * whether its call may queue behind). Its index (*t, as srn_rpc_claim),
- * or -1. */
+ * whether its call may queue behind); a second look if one moved under
+ * the claim. Its index (*t, as srn_rpc_claim), or -1. */
 int srn_rpc_claim_spinning(const struct srn_rpc_seg *seg,
 			   struct srn_rpc_ticket *t)
 {
-	return srn_rpc_claim_state(seg, SRN_RPC_SPINNING, t);
+	bool raced = false;
+	int i = srn_rpc_claim_state(seg, SRN_RPC_SPINNING, t, &raced);
+
+	if (i < 0 && raced)
+		i = srn_rpc_claim_state(seg, SRN_RPC_SPINNING, t, &raced);
+	return i;
 }
 
 /*
@@ -275,16 +283,22 @@ static int srn_rpc_claim_any(const struct srn_rpc_seg *seg, unsigned flags,
 {
 	static const uint32_t order[] = { SRN_RPC_SPINNING, SRN_RPC_RUNNING,
 					  SRN_RPC_SLEEPING, SRN_RPC_PARKED };
-	unsigned k;
+	unsigned k, pass;
+	bool raced = true;
 	int i;
 
-	for (k = 0; k < 4; k++) {
-		if (order[k] == SRN_RPC_RUNNING &&
-		    !(flags & SRN_RPC_CLAIM_BEHIND))
-			continue;
-		i = srn_rpc_claim_state(seg, order[k], t);
-		if (i >= 0)
-			return i;
+	/* a worker that moved under a claim (RUNNING -> SPINNING as it
+	 * finished) is claimable in its new state: look again, a few times */
+	for (pass = 0; pass < 4 && raced; pass++) {
+		raced = false;
+		for (k = 0; k < 4; k++) {
+			if (order[k] == SRN_RPC_RUNNING &&
+			    !(flags & SRN_RPC_CLAIM_BEHIND))
+				continue;
+			i = srn_rpc_claim_state(seg, order[k], t, &raced);
+			if (i >= 0)
+				return i;
+		}
 	}
 	return -1;
 }
