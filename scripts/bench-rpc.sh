@@ -6,7 +6,7 @@
 # on CPU 1; medians of R rounds, every case once per round, so the ratios
 # come from one run; also a blocking (futex) shared-memory server, and
 # clients in a second network namespace (veth) against a busy-polling UDP
-# ping-pong. Then two softrnic services sharing the cores, the
+# ping-pong. Then 2 and 4 client threads, two softrnic services sharing the cores, the
 # server's CPU use at gaps between calls, and idle over 10 s
 # (/proc/PID/stat). In a network namespace of
 # its own when it can make one (ports, abstract sockets).
@@ -45,6 +45,7 @@ ip link add srnv0 type veth peer name srnv1 netns $nsb 2>/dev/null &&
 sleep 1
 c() { taskset -c 1 timeout 60 $b "$@" || echo "- - -"; }
 x() { nsenter -t $nsb -n taskset -c 1 timeout 60 $b "$@" || echo "- - -"; }
+a() { taskset -c 0,1 timeout 60 $b "$@" || echo "- - -"; } # either CPU
 cpu() { awk '{print $14 + $15}' /proc/$srn/stat; }
 
 for _ in $(seq 1 "$rounds"); do
@@ -78,6 +79,13 @@ for _ in $(seq 1 "$rounds"); do
 		BENCH_RPC_PROG=0x20051113 c call shm 7105 \
 			$((z > 65536 ? 100 : 3000)) $z >>"$work/tsize_$z"
 	done
+	# T client threads, each with its own CLIENT (BENCH_RPC_THREADS)
+	for t in 2 4; do
+		BENCH_RPC_THREADS=$t c call shm 7100 $nf -1 >>"$work/thr_shm_$t"
+		BENCH_RPC_THREADS=$t a call shm 7100 $nf -1 >>"$work/thr_any_$t"
+		BENCH_RPC_THREADS=$t c call tirpc-udp 7101 $ns -1 \
+			>>"$work/thr_udp_$t"
+	done
 	# two services on the same cores: one busy alone, then both busy
 	# for 2 s each, started together: they overlap for their whole run
 	BENCH_RPC_SECS=2 c call shm 7100 $nf -1 >>"$work/share_alone"
@@ -87,7 +95,7 @@ for _ in $(seq 1 "$rounds"); do
 	BENCH_RPC_SECS=2 c call shm 7100 $nf -1 >>"$work/share_a"
 	wait $bp
 	cat "$work/b" >>"$work/share_b"
-	for g in 10 100 1000; do
+	for g in 10 100 1000 10000; do
 		n=$((1000000 / (g + 100)))
 		t0=$(cpu) w0=$(date +%s.%N)
 		c call shm 7100 $n -1 $g >>"$work/gap_$g"
@@ -143,7 +151,7 @@ row() { # name file base
 	echo
 	echo "| gap (us) | p50 (us) | p99 (us) | server CPU % |"
 	echo "|---|---|---|---|"
-	for g in 10 100 1000; do
+	for g in 10 100 1000 10000; do
 		echo "| $g | $(med gap_$g 1) | $(med gap_$g 2) | $(awk '{print $1}' "$work/gapcpu_$g" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}') |"
 	done
 	echo
@@ -156,6 +164,16 @@ row() { # name file base
 	echo "|---|---|---|---|---|"
 	for z in $sizes; do
 		echo "| $z | $(med size_$z 1) | $(med size_$z 2) | $(awk -v z=$z -v p="$(med size_$z 1)" 'BEGIN {if (p > 0) printf "%.0f", z / p}') | $(med tsize_$z 1) |"
+	done
+	echo
+	echo "Client threads (null procedure; each thread its own CLIENT and"
+	echo "$nf calls, $ns over UDP; one softrnic worker on CPU 0): p50 / p99"
+	echo "(us) / calls/s of all threads together; T = 1 is the table above:"
+	echo
+	echo "| threads | softrnic shm, clients on CPU 1 | softrnic shm, clients on either CPU | libtirpc svc_run UDP, clients on CPU 1 |"
+	echo "|---|---|---|---|"
+	for t in 2 4; do
+		echo "| $t | $(med thr_shm_$t 1) / $(med thr_shm_$t 2) / $(med thr_shm_$t 3) | $(med thr_any_$t 1) / $(med thr_any_$t 2) / $(med thr_any_$t 3) | $(med thr_udp_$t 1) / $(med thr_udp_$t 2) / $(med thr_udp_$t 3) |"
 	done
 	if [ $netns = 1 ]; then
 		echo
