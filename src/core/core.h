@@ -368,6 +368,9 @@ struct srn_cq_view {
 	uint64_t cons_seen;
 };
 
+#define SRN_CQ_RQS 4
+struct srn_rq_view;
+
 struct srn_cq {
 	struct ibv_cq_ex ibcq; /* ibv_cq is its prefix */
 	struct srn_context *ctx;
@@ -392,6 +395,14 @@ struct srn_cq {
 	 * the CQE between start_poll and end_poll (cq->lock held) */
 	uint64_t wc_flags;
 	const struct srn_cqe *cur;
+	/* The first QPs whose receives complete here and own their ring (no
+	 * SRQ), under lock: a CQE's rq_pos goes to its ring's view
+	 * (srn_cq_rq_polled); QPs beyond these read cons instead. */
+	struct srn_cq_rq {
+		uint32_t qpn;
+		struct srn_rq_view *v;
+	} rqs[SRN_CQ_RQS];
+	unsigned nrqs;
 };
 
 static inline struct srn_cq *to_scq(struct ibv_cq *c)
@@ -408,6 +419,8 @@ int srn_cq_create(struct ibv_context *context, int cqe, void *cq_context,
 		  struct ibv_comp_channel *channel, int comp_vector,
 		  struct srn_cq **cq_p);
 int srn_cq_del(struct srn_cq *cq);
+void srn_cq_rq_attach(struct srn_cq *cq, uint32_t qpn, struct srn_rq_view *v);
+void srn_cq_rq_detach(struct srn_cq *cq, uint32_t qpn);
 void srn_cq_destroy(struct srn_cq *cq);
 bool srn_cq_repair(struct srn_cq *cq);
 void srn_cq_arm(struct srn_cq *cq, bool solicited_only);
@@ -433,6 +446,9 @@ struct srn_rq_view {
 	uint32_t stride;
 	uint32_t max_sge;
 	uint64_t cons_seen; /* owner: last cons read (a lower bound) */
+	/* owner: the last receive CQE's srn_cqe.rq_pos polled for this
+	 * ring (srn_cq_rq_polled), 0: none; written by the poller */
+	uint32_t polled_pos;
 };
 
 /* A receive WQE with room for the largest SGE list. */

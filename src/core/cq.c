@@ -469,6 +469,31 @@ int srn_cq_del(struct srn_cq *cq)
 	return 0;
 }
 
+/* QP qpn's receives complete here and take WQEs of its own ring (view
+ * v): the CQEs' rq_pos will be passed to v (srn_cq_rq_polled), if there is
+ * room; else that QP's post_recv reads cons, as before. */
+void srn_cq_rq_attach(struct srn_cq *cq, uint32_t qpn, struct srn_rq_view *v)
+{
+	srn_lock(&cq->lock);
+	if (cq->nrqs < SRN_CQ_RQS)
+		cq->rqs[cq->nrqs++] = (struct srn_cq_rq){ qpn, v };
+	srn_unlock(&cq->lock);
+}
+
+/* The inverse of srn_cq_rq_attach (the QP goes): under the lock, so no
+ * poll uses its view after this. */
+void srn_cq_rq_detach(struct srn_cq *cq, uint32_t qpn)
+{
+	srn_lock(&cq->lock);
+	for (unsigned i = 0; i < cq->nrqs; i++) {
+		if (cq->rqs[i].qpn != qpn)
+			continue;
+		cq->rqs[i] = cq->rqs[--cq->nrqs];
+		break;
+	}
+	srn_unlock(&cq->lock);
+}
+
 /* The inverse of srn_cq_create, after srn_cq_del. */
 void srn_cq_destroy(struct srn_cq *cq)
 {

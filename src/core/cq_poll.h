@@ -26,6 +26,26 @@ static inline void srn_cqe_to_wc(const struct srn_cqe *c, struct ibv_wc *wc)
 	wc->dlid_path_bits = c->dlid_path_bits;
 }
 
+/* A receive CQE that names the ring position it took (rq_pos): its QP's
+ * post_recv may count that WQE consumed (srn_rq_post). cq->lock held. */
+static inline void srn_cq_rq_polled(struct srn_cq *cq, const struct srn_cqe *c)
+{
+	uint32_t pos = c->rq_pos;
+
+	if (!pos)
+		return;
+	for (unsigned i = 0; i < cq->nrqs; i++) {
+		if (cq->rqs[i].qpn != c->qp_num)
+			continue;
+		/* release: the consumer's copy of the WQE, ordered before
+		 * this CQE (whose tag we acquired), before the position;
+		 * pairs with the acquire in srn_rq_post */
+		__atomic_store_n(&cq->rqs[i].v->polled_pos, pos,
+				 __ATOMIC_RELEASE);
+		return;
+	}
+}
+
 /* Takes up to ne completions off the ring. */
 static inline int srn_cq_drain(struct srn_cq *cq, int ne, struct ibv_wc *wc)
 {
@@ -40,6 +60,7 @@ static inline int srn_cq_drain(struct srn_cq *cq, int ne, struct ibv_wc *wc)
 		    (uint32_t)(cq->cons + 1))
 			break;
 		srn_cqe_to_wc(c, &wc[n]);
+		srn_cq_rq_polled(cq, c);
 		cq->cons++;
 	}
 	if (n) /* release: pairs with the acquire in srn_cq_post */

@@ -306,6 +306,9 @@ void srn_qp_add(struct srn_qp *qp, struct ibv_qp_init_attr_ex *a)
 	srn_qp_init_public(qp, a);
 	srn_qp_get_refs(qp, 1);
 	qp->held = true;
+	if (qp->recv_cq && !qp->srq && qp->rqv.rq)
+		srn_cq_rq_attach(qp->recv_cq, qp->ibqpx.qp_base.qp_num,
+				 &qp->rqv);
 	pthread_mutex_lock(&ctx->lock);
 	srn_list_add_tail(&qp->ctx_link, &ctx->qps);
 	pthread_mutex_unlock(&ctx->lock);
@@ -316,6 +319,8 @@ void srn_qp_del(struct srn_qp *qp)
 {
 	struct srn_context *ctx = qp->ctx;
 
+	if (qp->recv_cq && !qp->srq && qp->rqv.rq)
+		srn_cq_rq_detach(qp->recv_cq, qp->ibqpx.qp_base.qp_num);
 	pthread_mutex_lock(&ctx->lock);
 	srn_list_del(&qp->ctx_link);
 	pthread_mutex_unlock(&ctx->lock);

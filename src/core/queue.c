@@ -66,6 +66,24 @@ static struct srn_rwqe *srn_rq_slot(const struct srn_rq_view *v, uint64_t i)
 	return (struct srn_rwqe *)(v->wqes + (i & v->mask) * v->stride);
 }
 
+/*
+ * The owner's bound of cons from its receive completions (srn_cq_rq_polled:
+ * the last polled CQE's ring position, as mlx5 advances its tail in
+ * poll_cq), so that a post_recv on a full ring need not read cons, the
+ * line every consumer writes. Only a position within the last lap below
+ * prod p counts.
+ */
+static void srn_rq_polled_bound(struct srn_rq_view *v, uint64_t p)
+{
+	/* acquire: pairs with the release in srn_cq_rq_polled (the
+	 * consumer's copy of the slot is done) */
+	uint32_t pos = __atomic_load_n(&v->polled_pos, __ATOMIC_ACQUIRE);
+	uint32_t back = (uint32_t)p - pos;
+
+	if (pos && back <= v->mask + 1 && p - back > v->cons_seen)
+		v->cons_seen = p - back;
+}
+
 /* Owner only, under its queue lock. -ENOMEM when full, -EINVAL when the
  * WR has too many SGEs. */
 int srn_rq_post(struct srn_rq_view *v, const struct ibv_recv_wr *wr)
@@ -79,6 +97,8 @@ int srn_rq_post(struct srn_rq_view *v, const struct ibv_recv_wr *wr)
 		return -EINVAL;
 	/* Read cons (a line the consumers write) only when the space known
 	 * from the last read is used up. */
+	if (p - v->cons_seen > v->mask)
+		srn_rq_polled_bound(v, p);
 	if (p - v->cons_seen > v->mask) {
 		/* acquire: pairs with the CAS in srn_rq_commit (and the
 		 * release in srn_qp_reset_queues), so the consumer's copy of

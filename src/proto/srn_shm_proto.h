@@ -159,13 +159,20 @@ struct srn_cqe {
 	/* CLOCK_MONOTONIC ns when the CQE was written, if the CQ asked for
 	 * timestamps (SRN_CQF_TIMESTAMP), else 0 */
 	uint64_t ts;
-	uint8_t rsvd[4];
+	/* A receive that took a WQE of its QP's own ring (no SRQ): that
+	 * WQE's ring position + 1, low 32 bits, written after the WQE was
+	 * claimed (srn_rq_commit); 0: none. The owner's poll passes it to
+	 * its post_recv as a bound of the ring's cons (srn_cq_rq_polled),
+	 * so that post_recv need not read cons, a line every consumer
+	 * writes. */
+	uint32_t rq_pos;
 	/* Written last by the producer with release; the consumer's acquire
 	 * load of it pairs with that and makes the fields above visible. */
 	uint32_t owner_seq;
 };
 static_assert(sizeof(struct srn_cqe) == 64, "cqe size");
 static_assert(offsetof(struct srn_cqe, ts) == 48, "cqe ts offset");
+static_assert(offsetof(struct srn_cqe, rq_pos) == 56, "cqe rq_pos offset");
 
 /* srn_cq_shm.flags */
 #define SRN_CQF_TIMESTAMP 1u /* producers stamp every CQE (srn_cqe.ts) */

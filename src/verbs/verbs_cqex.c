@@ -48,6 +48,7 @@ static bool srn_cqex_load(struct srn_cq *cq)
 		return false;
 	}
 	cq->cur = c;
+	srn_cq_rq_polled(cq, c);
 	cq->ibcq.wr_id = c->wr_id;
 	cq->ibcq.status = c->status;
 	/* a SEND_WITH_INV placed by a same-host initiator: the window goes

@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "core/cq_poll.h"
 #include "engine/engine.h"
 #include "proto/srn_ctl_proto.h"
 #include "unit_check.h"
@@ -57,6 +58,56 @@ static void test_rq_ring(void)
 	/* a corrupt geometry is refused at view time */
 	rq->max_sge = 1000;
 	CHECK(srn_rq_view_init(&v, rq, seg, bytes) == -EPROTO);
+	free(seg);
+}
+
+/* The owner's bound of cons from its polled receive CQEs: a CQE's rq_pos
+ * reaches the view of the QP it names (srn_cq_rq_polled), and a full
+ * ring then takes posts up to that bound without cons, never beyond it;
+ * a position outside the last lap is ignored. */
+static void test_rq_polled_bound(void)
+{
+	size_t off = 256, bytes = off + srn_rq_bytes(4, 1);
+	void *seg = calloc(1, bytes);
+	struct srn_rq_shm *rq = (struct srn_rq_shm *)seg;
+	struct ibv_sge sge = { 1, 2, 3 };
+	struct ibv_recv_wr wr = { .sg_list = &sge, .num_sge = 1 };
+	struct srn_cqe c = { .qp_num = 0x11, .rq_pos = 2 };
+	struct srn_cq cq;
+	struct srn_rq_view v, other;
+
+	srn_rq_init(rq, 4, 1, off);
+	CHECK(srn_rq_view_init(&v, rq, seg, bytes) == 0);
+	other = v;
+	memset(&cq, 0, sizeof(cq));
+	cq.rqs[0] = (struct srn_cq_rq){ 0x22, &other };
+	cq.rqs[1] = (struct srn_cq_rq){ 0x11, &v };
+	cq.nrqs = 2;
+	for (int i = 0; i < 4; i++)
+		CHECK(srn_rq_post(&v, &wr) == 0);
+	CHECK(srn_rq_post(&v, &wr) == -ENOMEM); /* full, cons 0 */
+	srn_cq_rq_polled(&cq, &c); /* positions 0 and 1 were taken */
+	CHECK(v.polled_pos == 2 && other.polled_pos == 0);
+	CHECK(srn_rq_post(&v, &wr) == 0);
+	CHECK(srn_rq_post(&v, &wr) == 0);
+	CHECK(srn_rq_post(&v, &wr) == -ENOMEM); /* beyond the bound */
+	c.rq_pos = 0; /* no position: nothing changes */
+	srn_cq_rq_polled(&cq, &c);
+	CHECK(v.polled_pos == 2);
+	c.rq_pos = 6 + 100; /* ahead of prod (6): ignored */
+	srn_cq_rq_polled(&cq, &c);
+	CHECK(srn_rq_post(&v, &wr) == -ENOMEM);
+	c.rq_pos = 1; /* older than the bound already known: no change */
+	srn_cq_rq_polled(&cq, &c);
+	CHECK(srn_rq_post(&v, &wr) == -ENOMEM);
+	c.qp_num = 0x33; /* a QP this CQ does not know */
+	c.rq_pos = 6;
+	srn_cq_rq_polled(&cq, &c);
+	CHECK(srn_rq_post(&v, &wr) == -ENOMEM);
+	/* the real cons moved: read as before */
+	__atomic_store_n(&rq->cons, 3, __ATOMIC_RELEASE);
+	CHECK(srn_rq_post(&v, &wr) == 0);
+	CHECK(srn_rq_post(&v, &wr) == -ENOMEM);
 	free(seg);
 }
 
@@ -468,6 +519,7 @@ static void test_fdshare_slot(void)
 int main(void)
 {
 	test_rq_ring();
+	test_rq_polled_bound();
 	test_cq_ring();
 	test_cq_stale_prod();
 	test_tpt();

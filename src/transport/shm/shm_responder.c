@@ -188,6 +188,9 @@ bool srn_resp_commit_recv(struct srn_peer *p, uint64_t pos)
 {
 	if (!srn_rq_commit(&p->rqv, pos))
 		return false;
+	/* the CQE of this receive names the WQE it took: the owner's
+	 * post_recv then need not read cons (srn_rq_polled_bound) */
+	p->rq_pos = p->has_srq ? 0 : (uint32_t)(pos + 1);
 	if (p->has_srq)
 		srn_srq_limit_consumed(&p->rqv, p->kick_fd);
 	return true;
@@ -209,6 +212,7 @@ void srn_resp_cqe_fill(struct srn_peer *p, const struct srn_rwqe *rw,
 		.byte_len = byte_len,
 		.qp_num = p->qpn,
 		.src_qp = p->qp->ibqpx.qp_base.qp_num,
+		.rq_pos = p->rq_pos,
 	};
 	if (status == IBV_WC_SUCCESS && op && (op->flags & SRN_OP_HAS_IMM)) {
 		c->imm_data = w->imm_data;
