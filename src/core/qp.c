@@ -297,6 +297,14 @@ int srn_qp_create(struct srn_context *ctx, struct ibv_qp_init_attr_ex *a,
 	return err;
 }
 
+/* Do qp's receives take WQEs of its own ring and complete on its recv CQ
+ * (no SRQ, not XRC)? That CQ then passes their positions to the ring
+ * (srn_cq_rq_attach). */
+static bool srn_qp_rq_on_cq(const struct srn_qp *qp)
+{
+	return qp->recv_cq && !qp->srq && qp->rqv.rq;
+}
+
 /* The QP has its QPN: it becomes the application's, and the context's. */
 void srn_qp_add(struct srn_qp *qp, struct ibv_qp_init_attr_ex *a)
 {
@@ -306,7 +314,7 @@ void srn_qp_add(struct srn_qp *qp, struct ibv_qp_init_attr_ex *a)
 	srn_qp_init_public(qp, a);
 	srn_qp_get_refs(qp, 1);
 	qp->held = true;
-	if (qp->recv_cq && !qp->srq && qp->rqv.rq)
+	if (srn_qp_rq_on_cq(qp))
 		srn_cq_rq_attach(qp->recv_cq, qp->ibqpx.qp_base.qp_num,
 				 &qp->rqv);
 	pthread_mutex_lock(&ctx->lock);
@@ -319,7 +327,7 @@ void srn_qp_del(struct srn_qp *qp)
 {
 	struct srn_context *ctx = qp->ctx;
 
-	if (qp->recv_cq && !qp->srq && qp->rqv.rq)
+	if (srn_qp_rq_on_cq(qp))
 		srn_cq_rq_detach(qp->recv_cq, qp->ibqpx.qp_base.qp_num);
 	pthread_mutex_lock(&ctx->lock);
 	srn_list_del(&qp->ctx_link);

@@ -96,7 +96,8 @@ int srn_rq_post(struct srn_rq_view *v, const struct ibv_recv_wr *wr)
 	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > v->max_sge)
 		return -EINVAL;
 	/* Read cons (a line the consumers write) only when the space known
-	 * from the last read is used up. */
+	 * from the last read, and from the completions polled since, is
+	 * used up. */
 	if (p - v->cons_seen > v->mask)
 		srn_rq_polled_bound(v, p);
 	if (p - v->cons_seen > v->mask) {
