@@ -22,7 +22,8 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 HOSTD_CMDS="ibv_rc_pingpong" HOSTD_TAG=srnhd
 . "$here/hostd_lib.sh"
-PP="ibv_rc_pingpong -g 0 -c -e -n 200"
+PP="ibv_rc_pingpong -g 0 -c -e"
+ITERS=200
 
 wait_listen() { # port: until something in A listens on TCP port
 	for _ in $(seq 1 200); do
@@ -34,15 +35,15 @@ wait_listen() { # port: until something in A listens on TCP port
 # The two servers on A, nobody's first (it takes the port when nobody else
 # has), then their clients on B, each within its time limit.
 pairs() { # tag limit1 limit2
-	on "$A" $ipA nobody timeout 30 $PP -p 18515 >"$out/$1.srv1" 2>&1 &
+	on "$A" $ipA nobody timeout 30 $PP -n $ITERS -p 18515 >"$out/$1.srv1" 2>&1 &
 	s1=$!
 	wait_listen 18515
-	on "$A" $ipA daemon timeout 30 $PP -p 18516 >"$out/$1.srv2" 2>&1 &
+	on "$A" $ipA daemon timeout 30 $PP -n $ITERS -p 18516 >"$out/$1.srv2" 2>&1 &
 	s2=$!
 	wait_listen 18516
-	on "$B" $ipB root timeout "$2" $PP -p 18515 $ipA >"$out/$1.cli1" 2>&1 &
+	on "$B" $ipB root timeout "$2" $PP -n $ITERS -p 18515 $ipA >"$out/$1.cli1" 2>&1 &
 	c1=$!
-	on "$B" $ipB root timeout "$3" $PP -p 18516 $ipA >"$out/$1.cli2" 2>&1 &
+	on "$B" $ipB root timeout "$3" $PP -n $ITERS -p 18516 $ipA >"$out/$1.cli2" 2>&1 &
 	c2=$!
 }
 finished() { # tag n: pair n (1 nobody, 2 daemon) finished, data checked
@@ -73,13 +74,20 @@ done
 grep -q "holds port" "$out/daemon.log"
 check "the daemon holds the port" $? "$(cat "$out/daemon.log")"
 base=$(sockets $d)
+ITERS=3000 # long enough for several samples of each connection
 pairs d 20 20
-# while the pairs run: the established connections on the port are never
-# the daemon's (sampled until both clients are done)
-owners=""
+ITERS=200
+# while the pairs run: sample the established connections on the port and
+# who holds each (until both clients are done). The daemon holds each one
+# for the moment between its accept and the hand-off; a relay would hold
+# it for the whole run.
+samples=$out/owners
+: >"$samples"
+n=0
 while kill -0 $c1 2>/dev/null || kill -0 $c2 2>/dev/null; do
-	owners+=$(ip netns exec "$A" ss -Htnp state established "sport = :4791" |
-		grep -o 'pid=[0-9]*' | sort -u | tr '\n' ' ')
+	n=$((n + 1))
+	ip netns exec "$A" ss -Htnp state established "sport = :4791" |
+		awk -v n=$n '{ print n, $3, $4, $0 }' >>"$samples"
 	sleep 0.02
 done
 wait $c1
@@ -96,8 +104,23 @@ check "nobody's pair finishes, data checked" $? "exit $r1/$q1: $(tail -n 3 "$out
 check "daemon's pair finishes, data checked" $? "exit $r2/$q2: $(tail -n 3 "$out/d.srv2" "$out/d.cli2")"
 ! grep -q "reachable from this host only" "$out/d.srv1" "$out/d.srv2"
 check "no server warns that it is unreachable" $? "$(cat "$out/d.srv1" "$out/d.srv2")"
-! grep -qw "pid=$d" <<<"$owners"
-check "no established connection on the port is the daemon's" $? "$owners"
+# per connection (local, peer address): samples it was the daemon's, and
+# samples it was another process's
+held=$(awk -v d="pid=$d," '{ k = $2 " " $3; seen[k] = 1; l = $0
+	while (match(l, /pid=[0-9]+,/)) {
+		if (substr(l, RSTART, RLENGTH) == d) dm[k]++; else us[k]++
+		l = substr(l, RSTART + RLENGTH)
+	} }
+	END { for (k in seen) print k, dm[k] + 0, us[k] + 0 }' "$samples")
+# connections seen in a user's process: the sampling is not blind
+awk '$4 > 0 { ok = 1 } END { exit !ok }' <<<"$held"
+check "the samples see connections in the users' processes" $? "$held"
+# a hand-off leaves it in the daemon for a sample or two (20 ms apart),
+# then in the user's process; a relay would hold it in the daemon only
+awk '$3 >= 3 || ($3 > 0 && $4 == 0) { exit 1 }' <<<"$held"
+check "no established connection on the port stays the daemon's" $? "$held"
+echo "connections (local peer daemon-samples user-samples):"
+echo "$held"
 now=$(sockets $d)
 [ "$now" = "$base" ]
 check "the daemon holds no connection after the hand-offs ($now sockets, $base before)" $? \
