@@ -395,9 +395,10 @@ struct srn_cq {
 	 * the CQE between start_poll and end_poll (cq->lock held) */
 	uint64_t wc_flags;
 	const struct srn_cqe *cur;
-	/* The first QPs whose receives complete here and own their ring (no
-	 * SRQ), under lock: a CQE's rq_pos goes to its ring's view
-	 * (srn_cq_rq_polled); QPs beyond these read cons instead. */
+	/* The first QPs whose receives complete here, with the ring they
+	 * take WQEs from (their own or their SRQ's), under lock: a CQE's
+	 * rq_pos goes to that ring's view (srn_cq_rq_polled); QPs beyond
+	 * these leave their ring's post_recv to read cons instead. */
 	struct srn_cq_rq {
 		uint32_t qpn;
 		struct srn_rq_view *v;
@@ -467,7 +468,8 @@ int srn_rq_post(struct srn_rq_view *v, const struct ibv_recv_wr *wr);
 int srn_rq_peek(const struct srn_rq_view *v, struct srn_rwqe *out,
 		uint64_t *pos_p);
 bool srn_rq_commit(const struct srn_rq_view *v, uint64_t pos);
-int srn_rq_claim(const struct srn_rq_view *v, struct srn_rwqe *out);
+int srn_rq_claim(const struct srn_rq_view *v, struct srn_rwqe *out,
+		 uint32_t *rq_pos_p);
 uint32_t srn_rq_count(const struct srn_rq_view *v);
 
 struct srn_qp;

@@ -469,9 +469,11 @@ int srn_cq_del(struct srn_cq *cq)
 	return 0;
 }
 
-/* QP qpn's receives complete here and take WQEs of its own ring (view
- * v): the CQEs' rq_pos will be passed to v (srn_cq_rq_polled), if there is
- * room; else that QP's post_recv reads cons, as before. */
+/* QP qpn's receives complete here and take WQEs of ring v (its own or
+ * its SRQ's): the CQEs' rq_pos will be passed to v (srn_cq_rq_polled), if
+ * there is room; else the ring's post_recv reads cons, as before. Several
+ * QPs of one SRQ may pass positions to it, in any order, from several
+ * CQs: each is a lower bound of its cons. */
 void srn_cq_rq_attach(struct srn_cq *cq, uint32_t qpn, struct srn_rq_view *v)
 {
 	srn_lock(&cq->lock);

@@ -297,26 +297,33 @@ int srn_qp_create(struct srn_context *ctx, struct ibv_qp_init_attr_ex *a,
 	return err;
 }
 
-/* Do qp's receives take WQEs of its own ring and complete on its recv CQ
- * (no SRQ, not XRC)? That CQ then passes their positions to the ring
- * (srn_cq_rq_attach). */
-static bool srn_qp_rq_on_cq(const struct srn_qp *qp)
+/* The ring qp's receives take WQEs from and complete on its recv CQ: its
+ * own, or its SRQ's (not XRC: an XRC SRQ's receives complete on the
+ * SRQ's CQ); NULL if none. That CQ passes their positions to the ring
+ * (srn_cq_rq_attach): any WQE taken is a lower bound of cons, since an
+ * SRQ's consumers take its WQEs in ring order too (srn_rq_commit). */
+static struct srn_rq_view *srn_qp_rq_on_cq(struct srn_qp *qp)
 {
-	return qp->recv_cq && !qp->srq && qp->rqv.rq;
+	if (!qp->recv_cq || qp->xrcd)
+		return NULL;
+	if (qp->srq)
+		return qp->srq->xrcd ? NULL : &qp->srq->rqv;
+	return qp->rqv.rq ? &qp->rqv : NULL;
 }
 
 /* The QP has its QPN: it becomes the application's, and the context's. */
 void srn_qp_add(struct srn_qp *qp, struct ibv_qp_init_attr_ex *a)
 {
 	struct srn_context *ctx = qp->ctx;
+	struct srn_rq_view *v;
 
 	qp->shm->hdr.id = qp->ibqpx.qp_base.qp_num;
 	srn_qp_init_public(qp, a);
 	srn_qp_get_refs(qp, 1);
 	qp->held = true;
-	if (srn_qp_rq_on_cq(qp))
-		srn_cq_rq_attach(qp->recv_cq, qp->ibqpx.qp_base.qp_num,
-				 &qp->rqv);
+	v = srn_qp_rq_on_cq(qp);
+	if (v)
+		srn_cq_rq_attach(qp->recv_cq, qp->ibqpx.qp_base.qp_num, v);
 	pthread_mutex_lock(&ctx->lock);
 	srn_list_add_tail(&qp->ctx_link, &ctx->qps);
 	pthread_mutex_unlock(&ctx->lock);

@@ -201,8 +201,11 @@ bool srn_rq_commit(const struct srn_rq_view *v, uint64_t pos)
 					   __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
 }
 
-/* Takes the next receive WQE (peek + commit until it sticks). */
-int srn_rq_claim(const struct srn_rq_view *v, struct srn_rwqe *out)
+/* Takes the next receive WQE (peek + commit until it sticks); *rq_pos_p
+ * (if not NULL): its ring position + 1, low 32 bits, for its CQE
+ * (srn_cqe.rq_pos). */
+int srn_rq_claim(const struct srn_rq_view *v, struct srn_rwqe *out,
+		 uint32_t *rq_pos_p)
 {
 	uint64_t pos;
 	int err;
@@ -212,6 +215,8 @@ int srn_rq_claim(const struct srn_rq_view *v, struct srn_rwqe *out)
 		if (err == -EAGAIN)
 			return err;
 	} while (!srn_rq_commit(v, pos));
+	if (rq_pos_p)
+		*rq_pos_p = (uint32_t)(pos + 1);
 	return err;
 }
 

@@ -248,7 +248,7 @@ void srn_qp_flush_recv(struct srn_qp *qp)
 
 	if (qp->srq || !qp->rqv.rq)
 		return; /* an SRQ's WQEs, or no RQ (XRC) */
-	while (srn_rq_claim(&qp->rqv, &b.w) != -EAGAIN)
+	while (srn_rq_claim(&qp->rqv, &b.w, NULL) != -EAGAIN)
 		srn_comp_recv_flush(qp, b.w.wr_id);
 }
 

@@ -159,8 +159,8 @@ struct srn_cqe {
 	/* CLOCK_MONOTONIC ns when the CQE was written, if the CQ asked for
 	 * timestamps (SRN_CQF_TIMESTAMP), else 0 */
 	uint64_t ts;
-	/* A receive that took a WQE of its QP's own ring (no SRQ): that
-	 * WQE's ring position + 1, low 32 bits, written after the WQE was
+	/* A receive that took a WQE of its QP's ring or SRQ: that WQE's
+	 * ring position + 1, low 32 bits, written after the WQE was
 	 * claimed (srn_rq_commit); 0: none. The owner's poll passes it to
 	 * its post_recv as a bound of the ring's cons (srn_cq_rq_polled),
 	 * so that post_recv need not read cons, a line every consumer

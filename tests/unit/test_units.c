@@ -34,7 +34,7 @@ static void test_rq_ring(void)
 	srn_rq_init(rq, 4, 2, off);
 	CHECK(srn_rq_view_init(&v, rq, seg, bytes) == 0);
 	CHECK(srn_rq_view_init(&v, rq, seg, bytes - 1) == -EPROTO);
-	CHECK(srn_rq_claim(&v, &b.w) == -EAGAIN);
+	CHECK(srn_rq_claim(&v, &b.w, NULL) == -EAGAIN);
 	for (int i = 0; i < 4; i++) {
 		wr.wr_id = 100 + i;
 		CHECK(srn_rq_post(&v, &wr) == 0);
@@ -44,17 +44,20 @@ static void test_rq_ring(void)
 	wr.num_sge = 3;
 	CHECK(srn_rq_post(&v, &wr) == -EINVAL); /* too many SGEs */
 	for (int i = 0; i < 4; i++) {
-		CHECK(srn_rq_claim(&v, &b.w) == 0);
+		uint32_t pos = 0;
+
+		CHECK(srn_rq_claim(&v, &b.w, &pos) == 0);
+		CHECK(pos == (uint32_t)i + 1); /* for its CQE's rq_pos */
 		CHECK(b.w.wr_id == (uint64_t)(100 + i) && b.w.num_sge == 2);
 		CHECK(b.w.sge[1].addr == 4 && b.w.sge[1].lkey == 6);
 	}
-	CHECK(srn_rq_claim(&v, &b.w) == -EAGAIN);
+	CHECK(srn_rq_claim(&v, &b.w, NULL) == -EAGAIN);
 	/* a corrupt entry is refused, not followed */
 	wr.num_sge = 1;
 	CHECK(srn_rq_post(&v, &wr) == 0);
 	((struct srn_rwqe *)((char *)seg + off + (4 & 3) * v.stride))->num_sge =
 		99;
-	CHECK(srn_rq_claim(&v, &b.w) == -EPROTO);
+	CHECK(srn_rq_claim(&v, &b.w, NULL) == -EPROTO);
 	/* a corrupt geometry is refused at view time */
 	rq->max_sge = 1000;
 	CHECK(srn_rq_view_init(&v, rq, seg, bytes) == -EPROTO);
@@ -107,6 +110,25 @@ static void test_rq_polled_bound(void)
 	/* the real cons moved: read as before */
 	__atomic_store_n(&rq->cons, 3, __ATOMIC_RELEASE);
 	CHECK(srn_rq_post(&v, &wr) == 0);
+	CHECK(srn_rq_post(&v, &wr) == -ENOMEM);
+	/* two QPs of one SRQ (both name its view): a position from either
+	 * raises the bound; an older one polled later takes nothing back */
+	cq.rqs[0].v = &v;
+	c.qp_num = 0x11;
+	c.rq_pos = 4; /* prod 7, cons_seen 3 */
+	srn_cq_rq_polled(&cq, &c);
+	CHECK(srn_rq_post(&v, &wr) == 0); /* bound 4 */
+	CHECK(srn_rq_post(&v, &wr) == -ENOMEM);
+	c.qp_num = 0x22;
+	c.rq_pos = 6;
+	srn_cq_rq_polled(&cq, &c);
+	CHECK(v.polled_pos == 6);
+	CHECK(srn_rq_post(&v, &wr) == 0); /* bound 6 */
+	CHECK(srn_rq_post(&v, &wr) == 0);
+	CHECK(srn_rq_post(&v, &wr) == -ENOMEM);
+	c.qp_num = 0x11;
+	c.rq_pos = 5;
+	srn_cq_rq_polled(&cq, &c);
 	CHECK(srn_rq_post(&v, &wr) == -ENOMEM);
 	free(seg);
 }

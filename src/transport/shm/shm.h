@@ -60,7 +60,7 @@ struct srn_peer {
 	uint32_t pd_handle;
 	struct srn_rq_view rqv; /* the target's RQ, or its SRQ */
 	bool has_srq;
-	/* the last receive WQE taken from the target's own RQ: its ring
+	/* the last receive WQE taken from the target's RQ or SRQ: its ring
 	 * position + 1, low 32 bits, for the CQEs (srn_cqe.rq_pos) */
 	uint32_t rq_pos;
 	struct srn_cq_view cqv;

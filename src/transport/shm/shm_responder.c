@@ -189,8 +189,9 @@ bool srn_resp_commit_recv(struct srn_peer *p, uint64_t pos)
 	if (!srn_rq_commit(&p->rqv, pos))
 		return false;
 	/* the CQE of this receive names the WQE it took: the owner's
-	 * post_recv then need not read cons (srn_rq_polled_bound) */
-	p->rq_pos = p->has_srq ? 0 : (uint32_t)(pos + 1);
+	 * post_recv then need not read cons (srn_rq_polled_bound; the
+	 * owner of an XRC SRQ is not told, srn_qp_rq_on_cq) */
+	p->rq_pos = (uint32_t)(pos + 1);
 	if (p->has_srq)
 		srn_srq_limit_consumed(&p->rqv, p->kick_fd);
 	return true;

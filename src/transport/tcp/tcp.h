@@ -100,6 +100,7 @@ struct srn_tcp_link {
 	uint64_t wait_since_ns; /* requests unanswered since; 0: none */
 	/* responder: the peer's requests */
 	struct srn_rwqe_buf rb;
+	uint32_t rq_pos; /* rb's ring position + 1, for its CQE (rq_pos) */
 	bool have_rwqe;
 	/* an XRC TGT's current request: the XRC SRQ it names (looked up
 	 * again for each of its steps, under the progress lock), or NULL */

@@ -123,7 +123,7 @@ static int srn_tcp_take_rwqe(struct srn_tcp_link *c)
 		c->ws = SRN_WS_REM_INV_REQ;
 		return -ENOENT;
 	}
-	err = srn_rq_claim(v, &c->rb.w);
+	err = srn_rq_claim(v, &c->rb.w, &c->rq_pos);
 	if (err == -EAGAIN) { /* the requester goes back and retries */
 		c->ws = SRN_WS_RNR;
 		return -ENOENT;
@@ -322,6 +322,9 @@ static void srn_tcp_recv_cqe(struct srn_tcp_link *c,
 		.byte_len = c->st == IBV_WC_SUCCESS ? h->len : 0,
 		.qp_num = c->qp->ibqpx.qp_base.qp_num,
 		.src_qp = c->hello.src_qpn,
+		/* the owner's post_recv then need not read cons (an XRC
+		 * SRQ's owner is not told: srn_qp_rq_on_cq) */
+		.rq_pos = c->rq_pos,
 	};
 
 	if (c->st == IBV_WC_SUCCESS && (h->flags & SRN_WF_IMM)) {

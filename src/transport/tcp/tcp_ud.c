@@ -155,11 +155,12 @@ static enum ibv_wc_status srn_udp_place(struct srn_qp *qp,
 }
 
 static void srn_udp_cqe(struct srn_qp *qp, const struct srn_rwqe *rw,
-			const struct srn_udw_hdr *h, uint8_t sl,
-			enum ibv_wc_status st)
+			uint32_t rq_pos, const struct srn_udw_hdr *h,
+			uint8_t sl, enum ibv_wc_status st)
 {
 	struct srn_cqe q = {
 		.wr_id = rw->wr_id,
+		.rq_pos = rq_pos,
 		.status = st,
 		.opcode = IBV_WC_RECV,
 		.qp_num = qp->ibqpx.qp_base.qp_num,
@@ -194,6 +195,7 @@ static void srn_udp_to_qp(struct srn_qp *qp, const struct srn_udw_hdr *h,
 	uint8_t grh[SRN_GRH_LEN], sl;
 	struct srn_rwqe_buf rb;
 	enum ibv_wc_status ws;
+	uint32_t rq_pos;
 	int err;
 
 	srn_dbg("UD: datagram for QP 0x%06x from 0x%06x, %u bytes", h->dst_qpn,
@@ -204,7 +206,7 @@ static void srn_udp_to_qp(struct srn_qp *qp, const struct srn_udw_hdr *h,
 	/* acquire: pairs with the release in srn_qp_apply_attr */
 	if (h->qkey != __atomic_load_n(&qp->shm->qkey, __ATOMIC_ACQUIRE))
 		return; /* wrong Q_Key: dropped */
-	err = srn_rq_claim(v, &rb.w);
+	err = srn_rq_claim(v, &rb.w, &rq_pos);
 	if (err == -EAGAIN)
 		return; /* no receive WQE: dropped */
 	if (qp->srq)
@@ -215,7 +217,7 @@ static void srn_udp_to_qp(struct srn_qp *qp, const struct srn_udw_hdr *h,
 	ws = err ? IBV_WC_LOC_PROT_ERR :
 		   srn_udp_place(qp, &rb.w, grh, (const uint8_t *)(h + 1),
 				 h->len);
-	srn_udp_cqe(qp, &rb.w, h, sl, ws);
+	srn_udp_cqe(qp, &rb.w, rq_pos, h, sl, ws);
 }
 
 /* The unix address of QP qpn's forwarding socket; its length. */
