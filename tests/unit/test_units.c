@@ -64,6 +64,33 @@ static void test_rq_ring(void)
 	free(seg);
 }
 
+/* test_rq_polled_bound's ring (prod 7, bound 3), now named by both QPs of
+ * cq, as two QPs of one SRQ: a position from either raises the bound; an
+ * older one polled later takes nothing back. */
+static void rq_bound_two_qps(struct srn_cq *cq, struct srn_rq_view *v,
+			     const struct ibv_recv_wr *wr)
+{
+	struct srn_cqe c = { 0 };
+
+	cq->rqs[0].v = v;
+	c.qp_num = 0x11;
+	c.rq_pos = 4; /* prod 7, cons_seen 3 */
+	srn_cq_rq_polled(cq, &c);
+	CHECK(srn_rq_post(v, wr) == 0); /* bound 4 */
+	CHECK(srn_rq_post(v, wr) == -ENOMEM);
+	c.qp_num = 0x22;
+	c.rq_pos = 6;
+	srn_cq_rq_polled(cq, &c);
+	CHECK(v->polled_pos == 6);
+	CHECK(srn_rq_post(v, wr) == 0); /* bound 6 */
+	CHECK(srn_rq_post(v, wr) == 0);
+	CHECK(srn_rq_post(v, wr) == -ENOMEM);
+	c.qp_num = 0x11;
+	c.rq_pos = 5;
+	srn_cq_rq_polled(cq, &c);
+	CHECK(srn_rq_post(v, wr) == -ENOMEM);
+}
+
 /* The owner's bound of cons from its polled receive CQEs: a CQE's rq_pos
  * reaches the view of the QP it names (srn_cq_rq_polled), and a full
  * ring then takes posts up to that bound without cons, never beyond it;
@@ -111,25 +138,7 @@ static void test_rq_polled_bound(void)
 	__atomic_store_n(&rq->cons, 3, __ATOMIC_RELEASE);
 	CHECK(srn_rq_post(&v, &wr) == 0);
 	CHECK(srn_rq_post(&v, &wr) == -ENOMEM);
-	/* two QPs of one SRQ (both name its view): a position from either
-	 * raises the bound; an older one polled later takes nothing back */
-	cq.rqs[0].v = &v;
-	c.qp_num = 0x11;
-	c.rq_pos = 4; /* prod 7, cons_seen 3 */
-	srn_cq_rq_polled(&cq, &c);
-	CHECK(srn_rq_post(&v, &wr) == 0); /* bound 4 */
-	CHECK(srn_rq_post(&v, &wr) == -ENOMEM);
-	c.qp_num = 0x22;
-	c.rq_pos = 6;
-	srn_cq_rq_polled(&cq, &c);
-	CHECK(v.polled_pos == 6);
-	CHECK(srn_rq_post(&v, &wr) == 0); /* bound 6 */
-	CHECK(srn_rq_post(&v, &wr) == 0);
-	CHECK(srn_rq_post(&v, &wr) == -ENOMEM);
-	c.qp_num = 0x11;
-	c.rq_pos = 5;
-	srn_cq_rq_polled(&cq, &c);
-	CHECK(srn_rq_post(&v, &wr) == -ENOMEM);
+	rq_bound_two_qps(&cq, &v, &wr);
 	free(seg);
 }
 
