@@ -125,8 +125,9 @@ static int srn_rs_poll_scan(struct pollfd *fds, nfds_t nfds)
 
 /* Pass 2: the kernel's set: the real fds and, unless one is ready
  * already (*ready_p), the rsockets' fds, armed (map[] says nfds + i for
- * rsocket i's); an rsocket that turns ready while armed counts in
- * *ready_p. One that made progress without turning ready (a send
+ * rsocket i's); an rsocket that is ready by then (its own progress while
+ * armed, or another thread's since pass 1) counts in *ready_p, and the
+ * poll does not wait. One that made progress without turning ready (a send
  * completion, credits) adds no fd: the CQ was not left armed, so its
  * channel would not wake us; *again_p then asks the caller to look again
  * at once. Returns the set's size. */
@@ -151,9 +152,10 @@ static nfds_t srn_rs_poll_build(struct pollfd *fds, nfds_t nfds,
 			continue;
 		pthread_mutex_lock(&rs->lock);
 		c = srn_rs_wait_fds(rs, &k[n], &ready);
-		if (ready)
-			fds[i].revents = srn_rs_revents(rs) &
-					 (fds[i].events | POLLERR | POLLHUP);
+		/* not only after our own progress: another thread may have
+		 * taken what we wait for since pass 1 dropped the lock */
+		fds[i].revents = srn_rs_revents(rs) &
+				 (fds[i].events | POLLERR | POLLHUP);
 		*ready_p += fds[i].revents != 0;
 		*again_p |= ready && !fds[i].revents;
 		pthread_mutex_unlock(&rs->lock);

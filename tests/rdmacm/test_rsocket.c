@@ -467,6 +467,84 @@ static int t_two_waiters(void)
 	return 0;
 }
 
+#define STEAL_ROUNDS 3000
+
+struct steal {
+	int c, s;
+	int stop; /* both helpers stop */
+	int go; /* rounds the sender may send */
+};
+
+/* Takes c's completions again and again (rpoll for POLLOUT, no wait)
+ * without reading: the data it takes is for the other thread. */
+static void *steal_progress(void *arg)
+{
+	struct steal *st = arg;
+
+	/* relaxed: a flag; the join orders the rest */
+	while (!__atomic_load_n(&st->stop, __ATOMIC_RELAXED)) {
+		struct pollfd f = { .fd = st->c, .events = POLLOUT };
+
+		rpoll(&f, 1, 0);
+	}
+	return NULL;
+}
+
+/* One byte on s per round main allows, after a delay that varies, so
+ * that it lands anywhere in main's rpoll. */
+static void *steal_sender(void *arg)
+{
+	struct steal *st = arg;
+	int sent = 0, spin;
+
+	for (;;) {
+		/* acquire: pairs with the release in t_poll_steal */
+		while (__atomic_load_n(&st->go, __ATOMIC_ACQUIRE) == sent)
+			if (__atomic_load_n(&st->stop, __ATOMIC_RELAXED))
+				return NULL; /* relaxed: a flag */
+		for (spin = (sent * 7919) % 4000; spin > 0; spin--)
+			__asm__ volatile("" ::: "memory");
+		if (rsend(st->s, "x", 1, 0) != 1)
+			return NULL;
+		sent++;
+	}
+}
+
+/*
+ * rpoll for POLLIN while another thread takes the rsocket's completions
+ * all the time: data it takes after rpoll looked (pass 1) and before
+ * rpoll sleeps (pass 2) must not be missed. rpoll slept on with the
+ * data queued (found as a rare hang of two_waiters). No round may take
+ * the whole 10 s.
+ */
+static int t_poll_steal(void)
+{
+	struct steal st = { 0 };
+	pthread_t a, b;
+	int lfd, i;
+	char x;
+
+	if (pair(&lfd, &st.c, &st.s))
+		return -1;
+	pthread_create(&a, NULL, steal_progress, &st);
+	pthread_create(&b, NULL, steal_sender, &st);
+	for (i = 0; i < STEAL_ROUNDS; i++) {
+		struct pollfd f = { .fd = st.c, .events = POLLIN };
+
+		/* release: pairs with the acquire in steal_sender */
+		__atomic_store_n(&st.go, i + 1, __ATOMIC_RELEASE);
+		if (rpoll(&f, 1, 10000) != 1 || rrecv(st.c, &x, 1, 0) != 1)
+			break;
+	}
+	/* relaxed: a flag (see steal_progress) */
+	__atomic_store_n(&st.stop, 1, __ATOMIC_RELAXED);
+	pthread_join(a, NULL);
+	pthread_join(b, NULL);
+	CHECK(i == STEAL_ROUNDS);
+	unpair(lfd, st.c, st.s);
+	return 0;
+}
+
 /* Two connections one after the other on one listener, as rstream makes;
  * names; rselect; writev/readv. */
 static int t_again(void)
@@ -578,6 +656,7 @@ static const struct {
 	{ "flow", t_flow },
 	{ "poll_progress", t_poll_progress },
 	{ "two_waiters", t_two_waiters },
+	{ "poll_steal", t_poll_steal },
 	{ "again", t_again },
 	{ "dgram", t_dgram },
 };
