@@ -395,6 +395,7 @@ struct srn_cq {
 	 * the CQE between start_poll and end_poll (cq->lock held) */
 	uint64_t wc_flags;
 	const struct srn_cqe *cur;
+	struct srn_cqe cur_inl; /* cur, when the ring's CQE is inline */
 	/* The first QPs whose receives complete here, with the ring they
 	 * take WQEs from (their own or their SRQ's), under lock: a CQE's
 	 * rq_pos goes to that ring's view (srn_cq_rq_polled); QPs beyond
@@ -424,6 +425,8 @@ void srn_cq_rq_attach(struct srn_cq *cq, uint32_t qpn, struct srn_rq_view *v);
 void srn_cq_rq_detach(struct srn_cq *cq, uint32_t qpn);
 void srn_cq_destroy(struct srn_cq *cq);
 bool srn_cq_repair(struct srn_cq *cq);
+void srn_cq_inl_take(struct srn_cq *cq, const struct srn_cqe *c,
+		     struct srn_cqe *out);
 void srn_cq_arm(struct srn_cq *cq, bool solicited_only);
 void srn_cq_clean(struct srn_cq *cq, uint32_t qpn);
 void srn_cq_check_overflow(struct srn_cq *cq);

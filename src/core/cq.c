@@ -123,7 +123,9 @@ static void srn_cq_notify(const struct srn_cq_view *v, const struct srn_cqe *c)
 
 	if (arm == SRN_CQ_ARM_NONE)
 		return;
-	if (arm == SRN_CQ_ARM_SOLICITED && c->status == IBV_WC_SUCCESS &&
+	/* an inline CQE (struct srn_cqe_inl) is a successful receive */
+	if (arm == SRN_CQ_ARM_SOLICITED &&
+	    ((c->flags & SRN_CQE_INLINE) || c->status == IBV_WC_SUCCESS) &&
 	    !(c->flags & SRN_CQE_SOLICITED))
 		return;
 	/* acq_rel: one producer wins the arm; pairs with the release in
@@ -738,6 +740,57 @@ void srn_cq_clean(struct srn_cq *cq, uint32_t qpn)
 	 * cons are free again) */
 	__atomic_store_n(&cq->shm->cons, cq->cons, __ATOMIC_RELEASE);
 	srn_unlock(&cq->lock);
+}
+
+/*
+ * An inline receive CQE (struct srn_cqe_inl, from a same-host initiator):
+ * its payload goes to the receive SGE it names once our own TPT says that
+ * key is an MR of ours with LOCAL_WRITE that holds the bytes; *out gets
+ * the completion it stands for. One that fails the checks (a peer that
+ * lies, or an MR deregistered under a posted receive) completes with
+ * IBV_WC_LOC_PROT_ERR and places nothing. What a peer wrote is read once.
+ * cq->lock held.
+ */
+void srn_cq_inl_take(struct srn_cq *cq, const struct srn_cqe *c,
+		     struct srn_cqe *out)
+{
+	const struct srn_cqe_inl *in = (const struct srn_cqe_inl *)c;
+	/* relaxed: each read once, after the acquire of owner_seq (the
+	 * caller's); a peer may rewrite them meanwhile */
+	uint16_t flags = __atomic_load_n(&in->flags, __ATOMIC_RELAXED);
+	uint64_t addr = __atomic_load_n(&in->addr, __ATOMIC_RELAXED);
+	uint32_t len = flags >> SRN_CQE_INL_LEN_SHIFT;
+	uint8_t buf[SRN_CQE_INL_MAX];
+	struct srn_key_ref ref;
+
+	*out = (struct srn_cqe){
+		.wr_id = in->wr_id,
+		.opcode = IBV_WC_RECV,
+		.qp_num = in->qp_num,
+		.src_qp = in->src_qp,
+		.flags = flags & SRN_CQE_SOLICITED,
+		.rq_pos = in->rq_pos,
+	};
+	/* relaxed: as above */
+	if (len > SRN_CQE_INL_MAX ||
+	    srn_tpt_lookup(srn_ctx_tpt(cq->ctx),
+			   __atomic_load_n(&in->lkey, __ATOMIC_RELAXED),
+			   &ref) ||
+	    (ref.flags & SRN_TPT_MW) ||
+	    !(ref.access & IBV_ACCESS_LOCAL_WRITE) || addr < ref.iova ||
+	    len > ref.length || addr - ref.iova > ref.length - len) {
+		out->status = out->vendor_err = IBV_WC_LOC_PROT_ERR;
+		return;
+	}
+	memcpy(buf, in->data, sizeof(in->data));
+	memcpy(buf + sizeof(in->data), in->data2, sizeof(in->data2));
+	memcpy((void *)(uintptr_t)(ref.va + (addr - ref.iova)), buf, len);
+	out->status = IBV_WC_SUCCESS;
+	out->byte_len = len;
+	if (flags & SRN_CQE_INL_IMM) {
+		out->imm_data = in->imm_data;
+		out->wc_flags = IBV_WC_WITH_IMM;
+	}
 }
 
 /* ibv_req_notify_cq: the next completion (or the next solicited one)

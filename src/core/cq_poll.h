@@ -59,7 +59,14 @@ static inline int srn_cq_drain(struct srn_cq *cq, int ne, struct ibv_wc *wc)
 		if (__atomic_load_n(&c->owner_seq, __ATOMIC_ACQUIRE) !=
 		    (uint32_t)(cq->cons + 1))
 			break;
-		srn_cqe_to_wc(c, &wc[n]);
+		if (c->flags & SRN_CQE_INLINE) { /* a small SEND's */
+			struct srn_cqe t;
+
+			srn_cq_inl_take(cq, c, &t);
+			srn_cqe_to_wc(&t, &wc[n]);
+		} else {
+			srn_cqe_to_wc(c, &wc[n]);
+		}
 		srn_cq_rq_polled(cq, c);
 		cq->cons++;
 	}

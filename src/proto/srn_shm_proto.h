@@ -21,8 +21,9 @@
 #define SRN_SHM_MAGIC 0x314e5253u /* "SRN1" little endian */
 /* 2: TPT entries of memory windows; 3: the QP's type and Q_Key; 4: a TPT
  * of 2^21 entries (MR keys of 21 index bits); 5: resizable CQs (the CQ
- * segment holds the largest ring, srn_cq_shm.gen, SRN_CQ_PROD_RESIZING) */
-#define SRN_SHM_VERSION 5
+ * segment holds the largest ring, srn_cq_shm.gen, SRN_CQ_PROD_RESIZING);
+ * 6: a small SEND's payload in its receive CQE (struct srn_cqe_inl) */
+#define SRN_SHM_VERSION 6
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 	      "shared memory is little-endian (futex on half of a word)");
@@ -140,6 +141,10 @@ static_assert(sizeof(struct srn_srq_shm) == 384, "srq shm size");
 /* (mod 2^32): the owner tag changes on every lap of the ring.         */
 
 #define SRN_CQE_SOLICITED 0x1u
+/* struct srn_cqe_inl: a small SEND's payload is in the CQE itself */
+#define SRN_CQE_INLINE 0x2u
+#define SRN_CQE_INL_IMM 0x4u /* ... and it carries an immediate */
+#define SRN_CQE_INL_LEN_SHIFT 8 /* ... of (flags >> 8) bytes */
 
 struct srn_cqe {
 	uint64_t wr_id;
@@ -173,6 +178,46 @@ struct srn_cqe {
 static_assert(sizeof(struct srn_cqe) == 64, "cqe size");
 static_assert(offsetof(struct srn_cqe, ts) == 48, "cqe ts offset");
 static_assert(offsetof(struct srn_cqe, rq_pos) == 56, "cqe rq_pos offset");
+
+/*
+ * A successful receive of a SEND of at most SRN_CQE_INL_MAX bytes (RC, UC;
+ * one receive SGE holds it; the CQ takes no timestamps) may come with its
+ * payload in the CQE, as a device scatters a small message to its CQE: the
+ * initiator then writes one line of the target's instead of two (the CQE
+ * and the receive buffer, which the target reads next), and the owner's
+ * poll copies the bytes to the receive SGE named here, after it checked
+ * that key, its LOCAL_WRITE and the bounds in its own TPT. wr_id, qp_num,
+ * flags, rq_pos and owner_seq are where struct srn_cqe has them; the rest
+ * is implied (IBV_WC_RECV, IBV_WC_SUCCESS, no vendor error, pkey_index,
+ * slid, sl or path bits).
+ */
+#define SRN_CQE_INL_MAX 22
+struct srn_cqe_inl {
+	uint64_t wr_id;
+	uint64_t addr; /* the receive SGE's address ... */
+	uint32_t lkey; /* ... and key (the target's) */
+	uint32_t imm_data; /* with SRN_CQE_INL_IMM, network byte order */
+	uint32_t src_qp;
+	uint32_t qp_num;
+	uint8_t data[14]; /* payload bytes 0..13 */
+	uint16_t flags; /* SRN_CQE_INLINE | length << SRN_CQE_INL_LEN_SHIFT */
+	uint8_t data2[8]; /* payload bytes 14..21 */
+	uint32_t rq_pos;
+	uint32_t owner_seq;
+};
+static_assert(sizeof(struct srn_cqe_inl) == sizeof(struct srn_cqe),
+	      "inline cqe size");
+static_assert(offsetof(struct srn_cqe_inl, qp_num) ==
+			      offsetof(struct srn_cqe, qp_num) &&
+		      offsetof(struct srn_cqe_inl, flags) ==
+			      offsetof(struct srn_cqe, flags) &&
+		      offsetof(struct srn_cqe_inl, rq_pos) ==
+			      offsetof(struct srn_cqe, rq_pos),
+	      "inline cqe: the fields both formats share");
+static_assert(sizeof(((struct srn_cqe_inl *)0)->data) +
+			      sizeof(((struct srn_cqe_inl *)0)->data2) ==
+		      SRN_CQE_INL_MAX,
+	      "inline cqe payload");
 
 /* srn_cq_shm.flags */
 #define SRN_CQF_TIMESTAMP 1u /* producers stamp every CQE (srn_cqe.ts) */

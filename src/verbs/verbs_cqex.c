@@ -47,6 +47,10 @@ static bool srn_cqex_load(struct srn_cq *cq)
 		cq->cur = NULL;
 		return false;
 	}
+	if (c->flags & SRN_CQE_INLINE) { /* a small SEND's: placed now */
+		srn_cq_inl_take(cq, c, &cq->cur_inl);
+		c = &cq->cur_inl;
+	}
 	cq->cur = c;
 	srn_cq_rq_polled(cq, c);
 	cq->ibcq.wr_id = c->wr_id;

@@ -413,6 +413,89 @@ static void test_cq_repair(void)
 	ibv_free_device_list(l);
 }
 
+/* One crafted inline receive CQE (struct srn_cqe_inl), as a peer could
+ * write it, polled by the owner: the completion's status. */
+static enum ibv_wc_status cq_inline_one(struct ibv_cq *ibcq, uint32_t lkey,
+					uint64_t addr, uint32_t len)
+{
+	struct srn_cqe_inl in = {
+		.wr_id = 5,
+		.addr = addr,
+		.lkey = lkey,
+		.flags = SRN_CQE_INLINE | len << SRN_CQE_INL_LEN_SHIFT,
+	};
+	struct ibv_wc wc;
+
+	memset(in.data, 0xab, sizeof(in.data));
+	memset(in.data2, 0xab, sizeof(in.data2));
+	CHECK(srn_cq_post(&to_scq(ibcq)->local, (struct srn_cqe *)&in) == 0);
+	if (ibv_poll_cq(ibcq, 1, &wc) != 1 || wc.wr_id != 5)
+		return IBV_WC_GENERAL_ERR;
+	CHECK(wc.opcode == IBV_WC_RECV);
+	CHECK(wc.byte_len == (wc.status == IBV_WC_SUCCESS ? len : 0));
+	return wc.status;
+}
+
+static bool all_zero(const uint8_t *b, size_t n)
+{
+	while (n--)
+		if (*b++)
+			return false;
+	return true;
+}
+
+/* A peer writes inline receive CQEs: the owner's poll places their bytes
+ * only inside one of its own MRs with LOCAL_WRITE (key, access, bounds
+ * from its own TPT) and completes anything else with LOC_PROT_ERR,
+ * writing nothing. */
+static void test_cq_inline(void)
+{
+	struct ibv_device **l = ibv_get_device_list(NULL);
+	struct ibv_context *ctx = l ? ibv_open_device(l[0]) : NULL;
+	struct ibv_pd *pd = ctx ? ibv_alloc_pd(ctx) : NULL;
+	struct ibv_cq *ibcq = ctx ? ibv_create_cq(ctx, 8, NULL, NULL, 0) : NULL;
+	static uint8_t wbuf[256], rbuf[256], gbuf[256];
+	struct ibv_mr *w = NULL, *r = NULL, *g = NULL;
+	uint32_t gone;
+
+	CHECK(pd && ibcq);
+	if (!pd || !ibcq)
+		return;
+	w = ibv_reg_mr(pd, wbuf, sizeof(wbuf), IBV_ACCESS_LOCAL_WRITE);
+	r = ibv_reg_mr(pd, rbuf, sizeof(rbuf), 0); /* no LOCAL_WRITE */
+	g = ibv_reg_mr(pd, gbuf, sizeof(gbuf), IBV_ACCESS_LOCAL_WRITE);
+	CHECK(w && r && g);
+	if (!w || !r || !g)
+		return;
+	gone = g->lkey;
+	ibv_dereg_mr(g);
+	CHECK(cq_inline_one(ibcq, w->lkey, (uintptr_t)wbuf + 10, 22) ==
+	      IBV_WC_SUCCESS);
+	CHECK(all_zero(wbuf, 10) && wbuf[10] == 0xab && wbuf[31] == 0xab &&
+	      all_zero(wbuf + 32, sizeof(wbuf) - 32));
+	memset(wbuf, 0, sizeof(wbuf));
+	CHECK(cq_inline_one(ibcq, w->lkey, (uintptr_t)wbuf + 240, 22) ==
+	      IBV_WC_LOC_PROT_ERR); /* past the MR */
+	CHECK(cq_inline_one(ibcq, w->lkey, (uintptr_t)wbuf - 4, 8) ==
+	      IBV_WC_LOC_PROT_ERR); /* before it */
+	CHECK(cq_inline_one(ibcq, w->lkey, (uintptr_t)wbuf, 23) ==
+	      IBV_WC_LOC_PROT_ERR); /* longer than a CQE holds */
+	CHECK(cq_inline_one(ibcq, r->lkey, (uintptr_t)rbuf, 8) ==
+	      IBV_WC_LOC_PROT_ERR); /* not writable */
+	CHECK(cq_inline_one(ibcq, 0, (uintptr_t)wbuf, 8) ==
+	      IBV_WC_LOC_PROT_ERR);
+	CHECK(cq_inline_one(ibcq, gone, (uintptr_t)gbuf, 8) ==
+	      IBV_WC_LOC_PROT_ERR); /* deregistered */
+	CHECK(all_zero(wbuf, sizeof(wbuf)) && all_zero(rbuf, sizeof(rbuf)) &&
+	      all_zero(gbuf, sizeof(gbuf)));
+	ibv_dereg_mr(w);
+	ibv_dereg_mr(r);
+	ibv_destroy_cq(ibcq);
+	ibv_dealloc_pd(pd);
+	ibv_close_device(ctx);
+	ibv_free_device_list(l);
+}
+
 /* Resize seen from a peer's view: a new generation is re-read and
  * checked against the segment; garbage is refused (-EPROTO), never
  * followed. A resize flag that stays set makes a producer give up after
@@ -558,6 +641,7 @@ int main(void)
 	test_opcodes();
 	test_timers();
 	test_cq_repair();
+	test_cq_inline();
 	test_cq_peer_geo();
 	test_cq_owner_resize();
 	test_ctl_reset();

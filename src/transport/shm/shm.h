@@ -123,6 +123,11 @@ void srn_resp_cqe_fill(struct srn_peer *p, const struct srn_rwqe *rw,
 		       const struct srn_swqe *w, enum ibv_wc_opcode opcode,
 		       uint32_t byte_len, enum ibv_wc_status status,
 		       struct srn_cqe *cqe);
+bool srn_resp_inline_ok(const struct srn_peer *p, const struct srn_rwqe *rw,
+			const struct srn_swqe *w, uint32_t pvm);
+void srn_resp_complete_inline(struct srn_peer *p, const struct srn_rwqe *rw,
+			      const struct srn_swqe *w, const struct iovec *src,
+			      unsigned ns);
 void srn_resp_complete(struct srn_peer *p, const struct srn_rwqe *rw,
 		       const struct srn_swqe *w, enum ibv_wc_opcode opcode,
 		       uint32_t byte_len, enum ibv_wc_status status);

@@ -244,6 +244,62 @@ void srn_resp_complete(struct srn_peer *p, const struct srn_rwqe *rw,
 	srn_cq_post(&p->cqv, &c);
 }
 
+/*
+ * May the SEND w into rw go as an inline receive CQE (struct srn_cqe_inl)?
+ * A small SEND (not WITH_INV) on a connection (not UD, not XRC), whose
+ * first receive SGE (dst[0], mapped: no bit in pvm) holds it, to a CQ
+ * that takes no timestamps.
+ */
+bool srn_resp_inline_ok(const struct srn_peer *p, const struct srn_rwqe *rw,
+			const struct srn_swqe *w, uint32_t pvm)
+{
+	if (!w->total_len || w->total_len > SRN_CQE_INL_MAX || p->datagram ||
+	    p->xsrq || (pvm & 1u) || !rw->num_sge ||
+	    rw->sge[0].length < w->total_len)
+		return false;
+	if (w->opcode != IBV_WR_SEND && w->opcode != IBV_WR_SEND_WITH_IMM)
+		return false;
+	/* relaxed: set by the owner before the segment was shared (as in
+	 * srn_cq_post) */
+	return !(__atomic_load_n(&p->cqv.shm->flags, __ATOMIC_RELAXED) &
+		 SRN_CQF_TIMESTAMP);
+}
+
+/* The receive CQE of rw with the SEND's payload (src, ns) in it, posted:
+ * the target's poll places the bytes (srn_cq_inl_take). */
+void srn_resp_complete_inline(struct srn_peer *p, const struct srn_rwqe *rw,
+			      const struct srn_swqe *w, const struct iovec *src,
+			      unsigned ns)
+{
+	union {
+		struct srn_cqe cqe;
+		struct srn_cqe_inl inl;
+	} u;
+	uint8_t buf[SRN_CQE_INL_MAX];
+	struct iovec to = { buf, w->total_len };
+	uint16_t flags = SRN_CQE_INLINE;
+
+	u.inl = (struct srn_cqe_inl){
+		.wr_id = rw->wr_id,
+		.addr = rw->sge[0].addr,
+		.lkey = rw->sge[0].lkey,
+		.src_qp = p->qp->ibqpx.qp_base.qp_num,
+		.qp_num = p->qpn,
+		.rq_pos = p->rq_pos,
+	};
+	srn_iov_copy(&to, 1, src, ns);
+	memcpy(u.inl.data, buf, sizeof(u.inl.data));
+	memcpy(u.inl.data2, buf + sizeof(u.inl.data), sizeof(u.inl.data2));
+	if (w->opcode == IBV_WR_SEND_WITH_IMM) {
+		u.inl.imm_data = w->imm_data;
+		flags |= SRN_CQE_INL_IMM;
+	}
+	if (w->send_flags & IBV_SEND_SOLICITED)
+		flags |= SRN_CQE_SOLICITED;
+	u.inl.flags = flags | (uint16_t)(w->total_len << SRN_CQE_INL_LEN_SHIFT);
+	srn_cq_post(&p->cqv, &u.cqe);
+}
+
 /* Asks the target to move its QP to ERR, as the responder of a device does
  * after a NAK for an access or length violation (RC; a UC responder drops
  * the message and goes on). */

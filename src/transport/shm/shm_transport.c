@@ -157,6 +157,11 @@ static int srn_shm_send(struct srn_qp *qp, struct srn_peer *p,
 		return srn_remote_fail(p, rerr, status, stall);
 	if (w->total_len > cap)
 		return srn_send_reject(p, &rb.w, w, IBV_WC_LOC_LEN_ERR, status);
+	*status = IBV_WC_SUCCESS;
+	if (srn_resp_inline_ok(p, &rb.w, w, pvm)) {
+		srn_resp_complete_inline(p, &rb.w, w, src, ns);
+		return 0;
+	}
 	if (!pvm)
 		srn_iov_copy(dst, rb.w.num_sge, src, ns);
 	else if (srn_pvm_scatter(p, dst, rb.w.num_sge, pvm, src, ns))
@@ -164,7 +169,6 @@ static int srn_shm_send(struct srn_qp *qp, struct srn_peer *p,
 				       status);
 	srn_resp_complete(p, &rb.w, w, IBV_WC_RECV, (uint32_t)w->total_len,
 			  IBV_WC_SUCCESS);
-	*status = IBV_WC_SUCCESS;
 	return 0;
 }
 
