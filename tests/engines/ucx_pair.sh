@@ -59,14 +59,26 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"${srv_pre[@]}" "$tool" exec -- ucx_perftest -p "$port" >"$out/srv" 2>&1 &
-spid=$!
-# the client starts once the server's rendezvous port listens
-for _ in $(seq 1 200); do
-	"${srv_pre[@]}" ss -Hltn "sport = :$port" 2>/dev/null | grep . >/dev/null &&
-		break
-	kill -0 "$spid" 2>/dev/null || break
-	sleep 0.05
+# srv_start: the server on $port; 0 once its rendezvous port listens, 1
+# when another program holds that port (then try another)
+srv_start() {
+	"${srv_pre[@]}" ss -Hltn "sport = :$port" 2>/dev/null | grep -q . &&
+		return 1
+	"${srv_pre[@]}" "$tool" exec -- ucx_perftest -p "$port" >"$out/srv" 2>&1 &
+	spid=$!
+	for _ in $(seq 1 200); do
+		"${srv_pre[@]}" ss -Hltn "sport = :$port" 2>/dev/null |
+			grep . >/dev/null && return 0
+		kill -0 "$spid" 2>/dev/null || break
+		sleep 0.05
+	done
+	grep -q "bind() failed" "$out/srv" || return 0
+	wait "$spid"
+	return 1
+}
+for _ in 1 2 3 4 5; do
+	srv_start && break
+	port=$((30000 + RANDOM % 20000))
 done
 timeout "$timeout_s" "${cli_pre[@]}" "$tool" exec -- \
 	ucx_perftest -p "$port" "$addr" "$@" >"$out/cli" 2>&1
