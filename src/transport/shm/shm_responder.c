@@ -275,7 +275,7 @@ void srn_resp_complete_inline(struct srn_peer *p, const struct srn_rwqe *rw,
 		struct srn_cqe cqe;
 		struct srn_cqe_inl inl;
 	} u;
-	uint8_t buf[SRN_CQE_INL_MAX];
+	uint8_t buf[SRN_CQE_INL_MAX] = { 0 }; /* no stack bytes to the peer */
 	struct iovec to = { buf, w->total_len };
 	uint16_t flags = SRN_CQE_INLINE;
 
