@@ -759,9 +759,9 @@ void srn_cq_inl_take(struct srn_cq *cq, const struct srn_cqe *c,
 	 * caller's); a peer may rewrite them meanwhile */
 	uint16_t flags = __atomic_load_n(&in->flags, __ATOMIC_RELAXED);
 	uint64_t addr = __atomic_load_n(&in->addr, __ATOMIC_RELAXED);
-	uint32_t len = flags >> SRN_CQE_INL_LEN_SHIFT;
-	uint8_t buf[SRN_CQE_INL_MAX];
+	uint32_t len = flags >> SRN_CQE_INL_LEN_SHIFT, head;
 	struct srn_key_ref ref;
+	uint8_t *dst;
 
 	*out = (struct srn_cqe){
 		.wr_id = in->wr_id,
@@ -777,14 +777,15 @@ void srn_cq_inl_take(struct srn_cq *cq, const struct srn_cqe *c,
 			   __atomic_load_n(&in->lkey, __ATOMIC_RELAXED),
 			   &ref) ||
 	    (ref.flags & SRN_TPT_MW) ||
-	    !(ref.access & IBV_ACCESS_LOCAL_WRITE) || addr < ref.iova ||
-	    len > ref.length || addr - ref.iova > ref.length - len) {
+	    srn_key_check_span(&ref, IBV_ACCESS_LOCAL_WRITE, addr, len) !=
+		    SRN_KEY_OK) {
 		out->status = out->vendor_err = IBV_WC_LOC_PROT_ERR;
 		return;
 	}
-	memcpy(buf, in->data, sizeof(in->data));
-	memcpy(buf + sizeof(in->data), in->data2, sizeof(in->data2));
-	memcpy((void *)(uintptr_t)(ref.va + (addr - ref.iova)), buf, len);
+	dst = (uint8_t *)(uintptr_t)(ref.va + (addr - ref.iova));
+	head = len < sizeof(in->data) ? len : sizeof(in->data);
+	memcpy(dst, in->data, head);
+	memcpy(dst + head, in->data2, len - head);
 	out->status = IBV_WC_SUCCESS;
 	out->byte_len = len;
 	if (flags & SRN_CQE_INL_IMM) {

@@ -52,6 +52,19 @@ static inline int srn_tpt_lookup(const struct srn_tpt_shm *tpt, uint32_t key,
 	return 0;
 }
 
+/* The access and bounds checks of a key, without its PD. */
+static inline enum srn_key_err srn_key_check_span(const struct srn_key_ref *ref,
+						  unsigned need_access,
+						  uint64_t addr, uint64_t len)
+{
+	if ((ref->access & need_access) != need_access)
+		return SRN_KEY_BAD_ACCESS;
+	if (addr < ref->iova || len > ref->length ||
+	    addr - ref->iova > ref->length - len)
+		return SRN_KEY_BAD_BOUNDS;
+	return SRN_KEY_OK;
+}
+
 static inline enum srn_key_err srn_key_check_ref(const struct srn_key_ref *ref,
 						 uint32_t pd_handle,
 						 unsigned need_access,
@@ -59,12 +72,7 @@ static inline enum srn_key_err srn_key_check_ref(const struct srn_key_ref *ref,
 {
 	if (ref->pd_handle != pd_handle)
 		return SRN_KEY_BAD_PD;
-	if ((ref->access & need_access) != need_access)
-		return SRN_KEY_BAD_ACCESS;
-	if (addr < ref->iova || len > ref->length ||
-	    addr - ref->iova > ref->length - len)
-		return SRN_KEY_BAD_BOUNDS;
-	return SRN_KEY_OK;
+	return srn_key_check_span(ref, need_access, addr, len);
 }
 
 /* A local key (lkey): an MR's; a window's key is refused. */

@@ -275,8 +275,7 @@ void srn_resp_complete_inline(struct srn_peer *p, const struct srn_rwqe *rw,
 		struct srn_cqe cqe;
 		struct srn_cqe_inl inl;
 	} u;
-	uint8_t buf[SRN_CQE_INL_MAX] = { 0 }; /* no stack bytes to the peer */
-	struct iovec to = { buf, w->total_len };
+	struct iovec to[2];
 	uint16_t flags = SRN_CQE_INLINE;
 
 	u.inl = (struct srn_cqe_inl){
@@ -287,9 +286,10 @@ void srn_resp_complete_inline(struct srn_peer *p, const struct srn_rwqe *rw,
 		.qp_num = p->qpn,
 		.rq_pos = p->rq_pos,
 	};
-	srn_iov_copy(&to, 1, src, ns);
-	memcpy(u.inl.data, buf, sizeof(u.inl.data));
-	memcpy(u.inl.data2, buf + sizeof(u.inl.data), sizeof(u.inl.data2));
+	/* the payload's w->total_len bytes; the rest stays zero */
+	to[0] = (struct iovec){ u.inl.data, sizeof(u.inl.data) };
+	to[1] = (struct iovec){ u.inl.data2, sizeof(u.inl.data2) };
+	srn_iov_copy(to, 2, src, ns);
 	if (w->opcode == IBV_WR_SEND_WITH_IMM) {
 		u.inl.imm_data = w->imm_data;
 		flags |= SRN_CQE_INL_IMM;
