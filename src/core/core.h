@@ -709,6 +709,12 @@ struct srn_qp {
 	uint64_t stall_deadline_ns;
 	unsigned stall_retries;
 	uint64_t stall_period_ns;
+	/* the WQE at err_wait_pos failed at the requester while WQEs ahead
+	 * of it were in flight: nothing behind it runs, and the QP goes to
+	 * ERR once they are complete (requester.c, completer.c); written
+	 * under comp_lock */
+	atomic_bool err_wait;
+	uint64_t err_wait_pos;
 	/* set by the progress thread when it could not get sq_lock:
 	 * SRN_PENDING_* bits */
 	atomic_uint pending_err;

@@ -31,12 +31,15 @@ void srn_comp_unlock(struct srn_qp *qp, bool locked)
 
 /*
  * Completes, in order, the executed WQEs whose outcome is known: a CQE for
- * each signaled or failed one. Any thread; takes comp_lock.
+ * each signaled or failed one. Any thread; takes comp_lock. True when the
+ * next WQE failed at the requester and waited for those ahead of it, now
+ * complete (srn_req_executed): the caller then moves the QP to ERR
+ * (srn_qp_async_error; not from here, which the requester calls).
  */
-void srn_comp_send_done(struct srn_qp *qp)
+bool srn_comp_send_done(struct srn_qp *qp)
 {
 	struct srn_sq *sq = &qp->sq;
-	bool locked = srn_comp_lock(qp);
+	bool locked = srn_comp_lock(qp), fail = false;
 
 	/* acquire: pairs with the release of sent in srn_req_executed (and
 	 * srn_req_flush, srn_req_rewind): the WQEs' outcome is visible */
@@ -51,8 +54,17 @@ void srn_comp_send_done(struct srn_qp *qp)
 		 * srn_qp_async_error for the requester), and entering ERR
 		 * completes again (srn_req_flush) */
 		if (!w->done || (w->status != IBV_WC_SUCCESS &&
-				 srn_qp_state(qp) != IBV_QPS_ERR))
+				 srn_qp_state(qp) != IBV_QPS_ERR)) {
+			/* a WQE that failed at the requester waited for
+			 * those ahead of it (srn_req_executed): now ERR.
+			 * relaxed: under comp_lock, as its writers; it stays
+			 * set (nothing behind runs) until ERR clears it */
+			if (w->done && sq->cons == qp->err_wait_pos &&
+			    atomic_load_explicit(&qp->err_wait,
+						 memory_order_relaxed))
+				fail = true;
 			break;
+		}
 		post = w->status != IBV_WC_SUCCESS || srn_wqe_signaled(qp, w);
 		if (post)
 			srn_comp_send_cqe(qp, w, w->status, &c);
@@ -65,6 +77,7 @@ void srn_comp_send_done(struct srn_qp *qp)
 			srn_comp_send_post(qp, &c);
 	}
 	srn_comp_unlock(qp, locked);
+	return fail;
 }
 
 /* The send completion of wqe, built while its slot is still ours. */

@@ -52,7 +52,7 @@ void srn_comp_send_cqe(struct srn_qp *qp, const struct srn_swqe *wqe,
 		       enum ibv_wc_status status, struct srn_cqe *c);
 void srn_comp_send_post(struct srn_qp *qp, const struct srn_cqe *c);
 void srn_comp_recv_flush(struct srn_qp *qp, uint64_t wr_id);
-void srn_comp_send_done(struct srn_qp *qp);
+bool srn_comp_send_done(struct srn_qp *qp);
 bool srn_comp_lock(struct srn_qp *qp);
 void srn_comp_unlock(struct srn_qp *qp, bool locked);
 uint64_t srn_rnr_timer_ns(uint8_t min_rnr_timer);

@@ -148,11 +148,19 @@ static void srn_req_flush(struct srn_qp *qp)
 {
 	struct srn_sq *sq = &qp->sq;
 	bool locked = srn_comp_lock(qp);
+	/* relaxed: under comp_lock, as its writers (or sq_lock alone for a
+	 * synchronous transport, which never sets it) */
+	bool waiting = atomic_exchange_explicit(&qp->err_wait, false,
+						memory_order_relaxed);
 
 	for (uint64_t i = sq->cons; i != sq->prod; i++) {
 		struct srn_swqe *w = srn_sq_wqe(qp, i);
 
-		if (i >= sq->sent || !w->done) {
+		/* a failed WQE that waited for those ahead of it keeps its
+		 * status if they all completed (cons reached it); if the QP
+		 * went to ERR another way first, it is flushed */
+		if (i >= sq->sent || !w->done ||
+		    (waiting && i == qp->err_wait_pos && i != sq->cons)) {
 			w->status = IBV_WC_WR_FLUSH_ERR;
 			w->done = 1;
 		}
@@ -164,21 +172,45 @@ static void srn_req_flush(struct srn_qp *qp)
 	srn_comp_send_done(qp);
 }
 
-/* Records the outcome of the WQE at sent and moves past it. */
-static void srn_req_executed(struct srn_qp *qp, struct srn_swqe *w,
+/* comp_lock: is a WQE ahead of the one at sent still unanswered? */
+static bool srn_req_ahead_in_flight(struct srn_qp *qp)
+{
+	for (uint64_t i = qp->sq.cons; i != qp->sq.sent; i++)
+		if (!srn_sq_wqe(qp, i)->done)
+			return true;
+	return false;
+}
+
+/*
+ * Records the outcome of the WQE at sent and moves past it. A WQE that
+ * failed here while WQEs ahead of it are still in flight waits for them
+ * (returns true): as on a device, its error completion and the move to
+ * ERR come once they are complete (srn_comp_send_done), so that they end
+ * with their own outcome, not flushed.
+ */
+static bool srn_req_executed(struct srn_qp *qp, struct srn_swqe *w,
 			     bool in_flight, enum ibv_wc_status status)
 {
-	bool locked = srn_comp_lock(qp);
+	bool locked = srn_comp_lock(qp), wait = false;
 
 	/* an answer may already have marked an in-flight WQE done */
 	if (!in_flight) {
 		w->status = status;
 		w->done = 1;
+		wait = status != IBV_WC_SUCCESS && srn_req_ahead_in_flight(qp);
+	}
+	if (wait) {
+		qp->err_wait_pos = qp->sq.sent;
+		/* release: pairs with the acquire in srn_req_run; the
+		 * completer reads it under comp_lock, as we write it */
+		atomic_store_explicit(&qp->err_wait, true,
+				      memory_order_release);
 	}
 	/* release: pairs with the acquire of sent in srn_comp_send_done (and
 	 * in a transport's receive side) */
 	__atomic_store_n(&qp->sq.sent, qp->sq.sent + 1, __ATOMIC_RELEASE);
 	srn_comp_unlock(qp, locked);
+	return wait;
 }
 
 /* Executes the WQE at sent; false when the queue must stop (stalled). */
@@ -186,6 +218,7 @@ static bool srn_req_step(struct srn_qp *qp, struct srn_swqe *w)
 {
 	enum ibv_wc_status status = IBV_WC_SUCCESS;
 	enum srn_stall why = SRN_STALL_NONE;
+	bool wait;
 	int rc = 0;
 
 	if (w->opcode == IBV_WR_BIND_MW)
@@ -198,8 +231,10 @@ static bool srn_req_step(struct srn_qp *qp, struct srn_swqe *w)
 	if (rc == -EAGAIN && !srn_req_stall(qp, why, &status))
 		return false;
 	srn_req_unstall(qp);
-	srn_req_executed(qp, w, rc == -EINPROGRESS, status);
+	wait = srn_req_executed(qp, w, rc == -EINPROGRESS, status);
 	if (status != IBV_WC_SUCCESS) {
+		if (wait)
+			return false; /* ERR once they are complete */
 		srn_dbg("QP 0x%06x wr_id %llu failed: %s",
 			qp->ibqpx.qp_base.qp_num, (unsigned long long)w->wr_id,
 			srn_wc_status_str(status));
@@ -260,7 +295,11 @@ void srn_req_run(struct srn_qp *qp)
 	    qp->tops && srn_qp_state(qp) != IBV_QPS_ERR)
 		srn_req_rewind(qp);
 	while (sq->sent != sq->prod) {
-		if (srn_qp_state(qp) == IBV_QPS_ERR || !qp->tops)
+		/* acquire: pairs with the release in srn_req_executed;
+		 * only the move to ERR clears it (srn_req_flush, or RESET):
+		 * nothing behind a failed WQE is executed */
+		if (srn_qp_state(qp) == IBV_QPS_ERR || !qp->tops ||
+		    atomic_load_explicit(&qp->err_wait, memory_order_acquire))
 			break;
 		/* relaxed: a hint, as above. An answer that arrived while we
 		 * ran (an error NAK, the link lost) fails the QP before the
@@ -275,8 +314,8 @@ void srn_req_run(struct srn_qp *qp)
 	}
 	if (srn_qp_state(qp) == IBV_QPS_ERR)
 		srn_req_flush(qp);
-	else
-		srn_comp_send_done(qp);
+	else if (srn_comp_send_done(qp))
+		srn_qp_async_error(qp);
 	srn_req_unstall(qp);
 }
 
@@ -286,6 +325,8 @@ void srn_req_detach(struct srn_qp *qp)
 	if (qp->tops)
 		qp->tops->disconnect(qp);
 	qp->tops = NULL;
+	/* relaxed: sq_lock held, and no transport completes any more */
+	atomic_store_explicit(&qp->err_wait, false, memory_order_relaxed);
 	srn_req_unstall(qp);
 	/* off the retry list for good before the QP is freed: after
 	 * srn_qp_del no handler finds it to ask for a run */

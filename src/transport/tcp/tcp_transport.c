@@ -281,7 +281,8 @@ static int srn_tcp_acked(struct srn_tcp_link *l, uint32_t psn)
 		l->resp_pos++;
 		l->resp_psn++;
 	}
-	srn_comp_send_done(qp);
+	if (srn_comp_send_done(qp)) /* a failed WQE waited for these */
+		srn_qp_async_error(qp);
 	return 0;
 }
 
@@ -446,8 +447,7 @@ int srn_tcp_req_on_msg(struct srn_tcp_link *l, const struct srn_wire_hdr *h)
 					 memory_order_relaxed))
 			srn_progress_request_retry(); /* a credit stall */
 	}
-	srn_comp_send_done(qp);
-	if (l->resp_status != IBV_WC_SUCCESS)
+	if (srn_comp_send_done(qp) || l->resp_status != IBV_WC_SUCCESS)
 		srn_qp_async_error(qp);
 	return 0;
 }
