@@ -709,6 +709,9 @@ struct srn_qp {
 	uint64_t stall_deadline_ns;
 	unsigned stall_retries;
 	uint64_t stall_period_ns;
+	/* the doorbell left posted WQEs unsent, for the next run to send
+	 * with others (srn_req_doorbell); sq_lock */
+	bool deferred;
 	/* the WQE at err_wait_pos failed at the requester while WQEs ahead
 	 * of it were in flight: nothing behind it runs, and the QP goes to
 	 * ERR once they are complete (requester.c, completer.c); written

@@ -36,6 +36,9 @@ static inline struct srn_swqe *srn_sq_wqe(struct srn_qp *qp, uint64_t i)
 
 /* ---- requester.c ---- */
 void srn_req_run(struct srn_qp *qp);
+void srn_req_doorbell(struct srn_qp *qp);
+/* WQEs the doorbell left unsent are run this long after at the latest */
+#define SRN_REQ_DEFER_NS 1000000ull
 void srn_req_detach(struct srn_qp *qp);
 unsigned srn_req_retry_stalled(struct srn_context *ctx);
 
@@ -96,6 +99,7 @@ void srn_progress_ctx_del(struct srn_context *ctx);
 void srn_progress_atfork_child(void);
 void srn_progress_request_retry(void);
 void srn_progress_poll_once(void);
+bool srn_progress_app_polling(uint64_t ns);
 /* Are there links in the data set, that a polling application should
  * receive from (srn_progress_poll_once)? A hint, without the lock. */
 extern atomic_uint srn_progress_data_links;

@@ -506,6 +506,13 @@ static bool srn_progress_app_polled(uint64_t now, uint64_t ns)
 	       ns;
 }
 
+/* Has an application polled an empty CQ within the last ns? A hint,
+ * without the lock. */
+bool srn_progress_app_polling(uint64_t ns)
+{
+	return srn_progress_app_polled(srn_now_ns(), ns);
+}
+
 /* Progress lock: is the data set disarmed (an application polls)? */
 bool srn_progress_napi(void)
 {

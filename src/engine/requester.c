@@ -213,6 +213,14 @@ static bool srn_req_executed(struct srn_qp *qp, struct srn_swqe *w,
 	return wait;
 }
 
+/* What the transport gathered in this run goes out now, or is dropped
+ * (discard: it is behind an error). */
+static void srn_req_end_run(struct srn_qp *qp, bool discard)
+{
+	if (qp->tops && qp->tops->end_run)
+		qp->tops->end_run(qp, discard);
+}
+
 /* Executes the WQE at sent; false when the queue must stop (stalled). */
 static bool srn_req_step(struct srn_qp *qp, struct srn_swqe *w)
 {
@@ -233,6 +241,7 @@ static bool srn_req_step(struct srn_qp *qp, struct srn_swqe *w)
 	srn_req_unstall(qp);
 	wait = srn_req_executed(qp, w, rc == -EINPROGRESS, status);
 	if (status != IBV_WC_SUCCESS) {
+		srn_req_end_run(qp, false); /* the WQEs ahead of it go */
 		if (wait)
 			return false; /* ERR once they are complete */
 		srn_dbg("QP 0x%06x wr_id %llu failed: %s",
@@ -279,6 +288,7 @@ void srn_req_run(struct srn_qp *qp)
 {
 	struct srn_sq *sq = &qp->sq;
 
+	qp->deferred = false; /* this run sends what the doorbell left */
 	/* relaxed: the first loads only skip the exchanges when no flag is
 	 * set (srn_req_take_error exchanges pending_err) */
 	if (srn_unlikely(atomic_load_explicit(&qp->pending_err,
@@ -306,17 +316,49 @@ void srn_req_run(struct srn_qp *qp)
 		 * next WQE goes out: nothing behind an error is executed */
 		if (srn_unlikely(atomic_load_explicit(&qp->pending_err,
 						      memory_order_relaxed))) {
+			srn_req_end_run(qp, true);
 			srn_req_take_error(qp);
 			continue;
 		}
-		if (!srn_req_step(qp, srn_sq_wqe(qp, sq->sent)))
+		if (!srn_req_step(qp, srn_sq_wqe(qp, sq->sent))) {
+			srn_req_end_run(qp, false);
 			return;
+		}
 	}
-	if (srn_qp_state(qp) == IBV_QPS_ERR)
+	if (srn_qp_state(qp) == IBV_QPS_ERR) {
+		srn_req_end_run(qp, true);
 		srn_req_flush(qp);
-	else if (srn_comp_send_done(qp))
-		srn_qp_async_error(qp);
+	} else {
+		srn_req_end_run(qp, false);
+		if (srn_comp_send_done(qp))
+			srn_qp_async_error(qp);
+	}
 	srn_req_unstall(qp);
+}
+
+/*
+ * The doorbell (post_send, sq_lock held): runs the send queue, unless the
+ * transport would rather send the new WQEs with the next ones (tcp_batch.c);
+ * then the QP goes on the retry list, which the application's next empty
+ * poll, its next wait for a completion event, or the progress thread's
+ * timer (SRN_REQ_DEFER_NS at the latest) runs.
+ */
+void srn_req_doorbell(struct srn_qp *qp)
+{
+	/* relaxed: hints, as at the top of srn_req_run, which handles them */
+	if (qp->tops && qp->tops->defer && qp->stall == SRN_STALL_NONE &&
+	    srn_qp_state(qp) == IBV_QPS_RTS &&
+	    !atomic_load_explicit(&qp->pending_err, memory_order_relaxed) &&
+	    !atomic_load_explicit(&qp->pending_run, memory_order_relaxed) &&
+	    qp->tops->defer(qp)) {
+		if (!qp->deferred) {
+			qp->deferred = true;
+			srn_qp_want_run(qp);
+			srn_progress_wake_at(srn_now_ns() + SRN_REQ_DEFER_NS);
+		}
+		return;
+	}
+	srn_req_run(qp);
 }
 
 /* The QP leaves its transport (RESET, destroy): sq_lock held. */

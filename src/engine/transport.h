@@ -59,6 +59,16 @@ struct srn_transport_ops {
 	 */
 	int (*execute)(struct srn_qp *qp, const struct srn_swqe *wqe,
 		       enum ibv_wc_status *status, enum srn_stall *stall);
+	/* Optional: the requester's run ends (sq_lock held): what execute
+	 * gathered goes now, or, with discard (the QP is in ERR: nothing
+	 * behind an error may reach the target), is dropped; those WQEs are
+	 * then flushed with the rest. */
+	void (*end_run)(struct srn_qp *qp, bool discard);
+	/* Optional: may the doorbell leave the WQEs just posted unsent for
+	 * a moment, to go with the next ones (sq_lock held)? Only when the
+	 * application is polling and answers are on their way, so that its
+	 * next poll runs them (docs/wire.md, "Batching requests"). */
+	bool (*defer)(struct srn_qp *qp);
 	/* Optional: WQEs from *pos_p on must be executed again (they were
 	 * dropped by the target after an RNR NAK); sq_lock held. */
 	bool (*rewind)(struct srn_qp *qp, uint64_t *pos_p);

@@ -69,7 +69,13 @@ static int srn_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc)
 
 static int srn_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 {
-	srn_cq_arm(to_scq(ibcq), solicited_only);
+	struct srn_cq *cq = to_scq(ibcq);
+
+	/* WQEs a doorbell left for the next poll go before the caller
+	 * sleeps (srn_req_doorbell) */
+	if (srn_req_retry_wanted(cq->ctx))
+		srn_req_retry_stalled(cq->ctx);
+	srn_cq_arm(cq, solicited_only);
 	/* the caller is about to block: the progress thread must receive
 	 * the messages that complete on this CQ (progress.c, data set) */
 	srn_progress_data_rearm();

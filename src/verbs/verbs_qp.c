@@ -280,7 +280,7 @@ static int srn_qp_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 			break;
 		}
 	}
-	srn_req_run(qp); /* the doorbell */
+	srn_req_doorbell(qp);
 	srn_unlock(&qp->sq_lock);
 	return err;
 }

@@ -107,7 +107,7 @@ static int srn_wr_complete(struct ibv_qp_ex *x)
 		 * the release in srn_unlock) */
 		__atomic_store_n(&qp->sq.prod, qp->bx_start + qp->bx_n,
 				 __ATOMIC_RELEASE);
-		srn_req_run(qp); /* the doorbell */
+		srn_req_doorbell(qp);
 	}
 	qp->bx_n = 0;
 	srn_unlock(&qp->sq_lock);

@@ -127,7 +127,24 @@ struct srn_tcp_link {
 };
 
 /* qp->tpriv of a QP on the tcp transport */
+/*
+ * Requests gathered by one run of the requester (tcp_batch.c): sent with
+ * one sendmsg when the run ends, or when the batch is full. Only requests
+ * that need no answer but an ACK (SEND, WRITE) and carry at most
+ * SRN_TCP_BATCH_LEN bytes are gathered. sq_lock.
+ */
+#define SRN_TCP_BATCH_WQES 16
+#define SRN_TCP_BATCH_IOV 48
+#define SRN_TCP_BATCH_LEN 4096u
+struct srn_tcp_batch {
+	struct srn_tcp_link *link; /* where they go; NULL: empty */
+	unsigned nwqe, niov;
+	struct srn_wire_hdr hdr[SRN_TCP_BATCH_WQES];
+	struct iovec iov[SRN_TCP_BATCH_IOV];
+};
+
 struct srn_tcp_qp {
+	struct srn_tcp_batch batch;
 	struct srn_tcp_link *link; /* requests go here; NULL while waiting
 				    * for the peer to connect (conn_lock
 				    * writes, release) */
@@ -161,6 +178,14 @@ int srn_tcp_sendv(int fd, struct iovec *iov, unsigned n);
 int srn_tcp_sendv_or(int fd, struct iovec *iov, unsigned n,
 		     const atomic_uint *stop);
 void srn_tcp_link_stop(struct srn_tcp_link *l);
+
+/* tcp_batch.c: gathering requests */
+bool srn_tcp_batch_add(struct srn_tcp_qp *tq, struct srn_tcp_link *l,
+		       const struct srn_wire_hdr *h, const struct iovec *iov,
+		       unsigned n);
+int srn_tcp_batch_flush(struct srn_tcp_qp *tq);
+void srn_tcp_batch_end(struct srn_qp *qp, bool discard);
+bool srn_tcp_defer(struct srn_qp *qp);
 
 /* The host daemon (tcp_hostd.c) */
 struct sockaddr_in;

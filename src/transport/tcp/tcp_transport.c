@@ -157,7 +157,10 @@ static int srn_tcp_send_request(struct srn_tcp_qp *tq, struct srn_tcp_link *l,
 		 * srn_tcp_credit reads it, under sq_lock as we are */
 		atomic_fetch_add_explicit(&tq->rd_out, 1, memory_order_relaxed);
 	}
-	if (srn_tcp_link_request(l, &h, iov, n + 1)) {
+	if (!answer && srn_tcp_batch_add(tq, l, &h, iov, n + 1))
+		return -EINPROGRESS; /* goes when the run ends */
+	if (srn_tcp_batch_flush(tq) ||
+	    srn_tcp_link_request(l, &h, iov, n + 1)) {
 		/* the connection broke: the receive side will tell whether
 		 * the peer crashed (ERR now) or left in order (this WQE then
 		 * times out, RETRY_EXC_ERR) */
@@ -901,6 +904,8 @@ static const struct srn_transport_ops srn_tcp_transport_ops = {
 	.disconnect = srn_tcp_disconnect,
 	.execute = srn_tcp_execute,
 	.rewind = srn_tcp_rewind,
+	.end_run = srn_tcp_batch_end,
+	.defer = srn_tcp_defer,
 	.describe = srn_tcp_describe,
 	.query = srn_tcp_query,
 	.qp_destroy = srn_tcp_qp_gone,
