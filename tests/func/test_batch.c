@@ -8,11 +8,18 @@
  * - a WQE left for a poll that never comes still goes (the progress
  *   thread's timer), so a peer waiting for it is not stuck;
  * - an error in the middle: the WQEs ahead of it are executed, the ones
- *   behind it are flushed and never reach the target.
+ *   behind it are flushed and never reach the target;
+ * - over TCP, 16 small WRITEs posted as one list leave in one sendmsg:
+ *   the process's TCP connection sends a segment or two for them, not 16
+ *   (checked where the initiator is a process of its own).
  */
 #include "harness.h"
 
+#include <dirent.h>
+#include <linux/tcp.h>
+#include <netinet/in.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #define T 10000 /* ms: generous, tests never fail for slowness */
@@ -138,6 +145,98 @@ static int stream_target(struct chan *c, void *arg)
 	}
 	CHECK(!bad, "%u of %u WRITEs did not land", bad, NW);
 	stream_recv(&s, c);
+	chan_barrier(c);
+	side_close(&s);
+	return t_failures;
+}
+
+/* The data segments this process's established TCP connections have
+ * sent (in a process of its own, its QP's link); -1: none. */
+static long tcp_data_segs(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	long sum = -1;
+
+	while (d && (e = readdir(d))) {
+		struct tcp_info ti;
+		socklen_t l = sizeof(ti);
+		int fd = atoi(e->d_name);
+
+		if (e->d_name[0] == '.' ||
+		    getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &l) ||
+		    ti.tcpi_state != 1 /* ESTABLISHED */)
+			continue;
+		sum = (sum < 0 ? 0 : sum) + ti.tcpi_data_segs_out;
+	}
+	if (d)
+		closedir(d);
+	return sum;
+}
+
+/* 16 WRITEs as one list: all land; over TCP, in one sendmsg. */
+static int list_init(struct chan *c, void *arg)
+{
+	const enum run_mode *m = arg;
+	const char *tr = getenv("SOFTRNIC_TRANSPORT");
+	struct ibv_send_wr wr[16], *bad;
+	struct ibv_sge sge[16];
+	struct side_opts o;
+	struct side s;
+	struct peer_info p;
+	struct ibv_wc wc;
+	long before, after;
+
+	side_opts_default(&o);
+	REQUIRE(!side_pair(&s, &o, c, &p), "setup");
+	for (unsigned i = 0; i < 16; i++) {
+		memcpy(s.buf + i * SLOT, &(uint64_t){ value(300 + i) }, SLOT);
+		sge[i] = (struct ibv_sge){ (uintptr_t)s.buf + i * SLOT, SLOT,
+					   s.mr->lkey };
+		wr[i] = (struct ibv_send_wr){
+			.wr_id = i,
+			.next = i < 15 ? &wr[i + 1] : NULL,
+			.sg_list = &sge[i],
+			.num_sge = 1,
+			.opcode = IBV_WR_RDMA_WRITE,
+			.send_flags = IBV_SEND_SIGNALED,
+			.wr.rdma = { p.addr + i * SLOT, p.rkey },
+		};
+	}
+	before = tcp_data_segs();
+	REQUIRE(!ibv_post_send(s.qp, wr, &bad), "post the list");
+	for (unsigned i = 0; i < 16; i++)
+		REQUIRE(!poll_one(s.cq, &wc, T) &&
+				wc.status == IBV_WC_SUCCESS && wc.wr_id == i,
+			"completion %u", i);
+	after = tcp_data_segs();
+	if (*m == MODE_PROCESS && tr && !strcmp(tr, "tcp"))
+		CHECK(before >= 0 && after - before <= 2,
+		      "16 WRITEs posted as one list took %ld TCP segments",
+		      after - before);
+	chan_barrier(c); /* the target checks them */
+	chan_barrier(c);
+	side_close(&s);
+	return t_failures;
+}
+
+static int list_target(struct chan *c, void *arg)
+{
+	struct side_opts o;
+	struct side s;
+	struct peer_info p;
+	unsigned bad = 0;
+
+	side_opts_default(&o);
+	REQUIRE(!side_pair(&s, &o, c, &p), "setup");
+	chan_barrier(c);
+	for (unsigned i = 0; i < 16; i++) {
+		uint64_t v;
+
+		memcpy(&v, s.buf + i * SLOT, SLOT);
+		bad += v != value(300 + i);
+	}
+	CHECK(!bad, "%u of 16 WRITEs did not land", bad);
 	chan_barrier(c);
 	side_close(&s);
 	return t_failures;
@@ -301,6 +400,7 @@ int main(int argc, char **argv)
 
 	RUN("stream", stream_init, stream_target, NULL, m, pass, fail);
 	RUN("quiet_after_post", quiet_init, quiet_target, NULL, m, pass, fail);
+	RUN("list_one_sendmsg", list_init, list_target, &m, m, pass, fail);
 	RUN("local_error_mid_batch", err_init, err_target, &local, m, pass,
 	    fail);
 	RUN("remote_error_mid_batch", err_init, err_target, &remote, m, pass,
