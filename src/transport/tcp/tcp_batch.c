@@ -30,6 +30,12 @@
 
 #include "transport/tcp/tcp.h"
 
+static void srn_tcp_batch_reset(struct srn_tcp_batch *b)
+{
+	b->link = NULL;
+	b->nwqe = b->niov = 0;
+}
+
 /* Adds request h (iov[0] is h, iov[1..n-1] its payload) to the batch
  * when it qualifies; false: the caller sends it itself. sq_lock. */
 bool srn_tcp_batch_add(struct srn_tcp_qp *tq, struct srn_tcp_link *l,
@@ -71,8 +77,7 @@ int srn_tcp_batch_flush(struct srn_tcp_qp *tq)
 	if (err)
 		srn_dbg("%s: %u gathered requests not sent: %s", tq->desc,
 			b->nwqe, strerror(-err));
-	b->link = NULL;
-	b->nwqe = b->niov = 0;
+	srn_tcp_batch_reset(b);
 	return err;
 }
 
@@ -83,12 +88,10 @@ void srn_tcp_batch_end(struct srn_qp *qp, bool discard)
 
 	if (!tq || !tq->batch.link)
 		return;
-	if (discard) {
-		tq->batch.link = NULL;
-		tq->batch.nwqe = tq->batch.niov = 0;
-		return;
-	}
-	srn_tcp_batch_flush(tq);
+	if (discard)
+		srn_tcp_batch_reset(&tq->batch);
+	else
+		srn_tcp_batch_flush(tq);
 }
 
 /*
