@@ -35,6 +35,25 @@ static uint64_t value(unsigned i)
 	return (uint64_t)i * 0x9e3779b97f4a7c15ull + 1;
 }
 
+/* The 8 B value in slot i of buf. */
+static uint64_t slot(const uint8_t *buf, unsigned i)
+{
+	uint64_t v;
+
+	memcpy(&v, buf + i * SLOT, SLOT);
+	return v;
+}
+
+/* How many of slots 0..n-1 do not hold value(first + i). */
+static unsigned slots_wrong(const uint8_t *buf, unsigned n, unsigned first)
+{
+	unsigned bad = 0;
+
+	for (unsigned i = 0; i < n; i++)
+		bad += slot(buf, i) != value(first + i);
+	return bad;
+}
+
 /* Polls what has completed; each must be the next WQE, successful. */
 static int stream_reap(struct side *s, unsigned *done, double end)
 {
@@ -106,13 +125,11 @@ static int stream_recv(struct side *s, struct chan *c)
 		      "recv %u", posted);
 	chan_barrier(c);
 	while (done < NS) {
-		uint64_t v;
-
 		REQUIRE(!poll_one(s->cq, &wc, T) && now_s() < end, "receive %u",
 			done);
-		memcpy(&v, s->buf + RBUF + done % 64 * SLOT, SLOT);
 		REQUIRE(wc.status == IBV_WC_SUCCESS && wc.wr_id == done &&
-				wc.byte_len == SLOT && v == value(done),
+				wc.byte_len == SLOT &&
+				slot(s->buf + RBUF, done % 64) == value(done),
 			"receive %u: wr_id %lu %s len %u", done,
 			(unsigned long)wc.wr_id, ibv_wc_status_str(wc.status),
 			wc.byte_len);
@@ -132,17 +149,12 @@ static int stream_target(struct chan *c, void *arg)
 	struct side_opts o;
 	struct side s;
 	struct peer_info p;
-	unsigned bad = 0;
+	unsigned bad;
 
 	side_opts_default(&o);
 	REQUIRE(!side_pair(&s, &o, c, &p), "setup");
 	chan_barrier(c);
-	for (unsigned i = 0; i < NW; i++) {
-		uint64_t v;
-
-		memcpy(&v, s.buf + i * SLOT, SLOT);
-		bad += v != value(i);
-	}
+	bad = slots_wrong(s.buf, NW, 0);
 	CHECK(!bad, "%u of %u WRITEs did not land", bad, NW);
 	stream_recv(&s, c);
 	chan_barrier(c);
@@ -225,17 +237,12 @@ static int list_target(struct chan *c, void *arg)
 	struct side_opts o;
 	struct side s;
 	struct peer_info p;
-	unsigned bad = 0;
+	unsigned bad;
 
 	side_opts_default(&o);
 	REQUIRE(!side_pair(&s, &o, c, &p), "setup");
 	chan_barrier(c);
-	for (unsigned i = 0; i < 16; i++) {
-		uint64_t v;
-
-		memcpy(&v, s.buf + i * SLOT, SLOT);
-		bad += v != value(300 + i);
-	}
+	bad = slots_wrong(s.buf, 16, 300);
 	CHECK(!bad, "%u of 16 WRITEs did not land", bad);
 	chan_barrier(c);
 	side_close(&s);
@@ -375,9 +382,8 @@ static int err_target(struct chan *c, void *arg)
 	REQUIRE(!side_pair(&s, &o, c, &p), "setup");
 	chan_barrier(c);
 	for (unsigned i = 0; i < 8; i++) {
-		uint64_t v;
+		uint64_t v = slot(s.buf + ERR_BASE, i);
 
-		memcpy(&v, s.buf + ERR_BASE + i * SLOT, SLOT);
 		if (i < cfg->bad_at)
 			CHECK(v == value(500 + i), "WRITE %u (ahead) missing",
 			      i);
