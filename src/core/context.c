@@ -16,8 +16,6 @@
 
 #undef ibv_query_port
 
-pid_t srn_pid;
-
 /* A context opened by our parent before fork(): the child must not touch
  * its queues (they are not even mapped in the child). */
 bool srn_ctx_is_foreign(const struct srn_context *ctx)

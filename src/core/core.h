@@ -134,7 +134,6 @@ uint32_t srn_ctx_new_handle(struct srn_context *ctx);
 void srn_async_event_post(struct srn_context *ctx,
 			  const struct ibv_async_event *ev);
 bool srn_ctx_is_foreign(const struct srn_context *ctx);
-extern pid_t srn_pid; /* this process, refreshed after fork */
 
 /* ---- pd.c ---- */
 struct srn_td {

@@ -180,7 +180,7 @@ static int srn_ctl_peercred(int fd, struct ucred *cr)
  * us anyway). Another user gets a mediated link only. */
 static bool srn_ctl_uid_ok(uid_t peer)
 {
-	return peer == geteuid() || peer == 0;
+	return peer == srn_euid || peer == 0;
 }
 
 /*
@@ -231,10 +231,10 @@ bool srn_ctl_peer_foreign(const union ibv_gid *dgid, uint32_t qpn)
 			usleep(10000);
 		err = srn_ctl_owner(qpn, &cr);
 	}
-	if (!err && cr.uid != geteuid())
+	if (!err && cr.uid != srn_euid)
 		srn_dbg("QP 0x%06x belongs to pid %d of uid %u", qpn,
 			(int)cr.pid, (unsigned)cr.uid);
-	return !err && cr.uid != geteuid();
+	return !err && cr.uid != srn_euid;
 }
 
 /* Has the process at the other end of c closed its end (what it sent may
@@ -414,7 +414,7 @@ static int srn_ctl_fds_ok(int fd, const int *fds, unsigned nfds)
 
 	if (srn_ctl_peercred(fd, &cr))
 		return -EPERM; /* nobody we know of: nothing */
-	if (cr.uid == geteuid())
+	if (cr.uid == srn_euid)
 		return 0;
 	for (unsigned i = 0; i < nfds; i++) {
 		if (fstat(fds[i], &st) || !S_ISSOCK(st.st_mode)) {
@@ -1193,7 +1193,7 @@ int srn_ctl_dial(uint32_t qpn, int timeout_s)
 	struct ucred cr;
 	int fd = srn_ctl_connect(qpn, timeout_s, &cr);
 
-	if (fd >= 0 && cr.uid != geteuid() && geteuid() != 0) {
+	if (fd >= 0 && cr.uid != srn_euid && srn_euid != 0) {
 		srn_err("QP 0x%06x belongs to pid %d of uid %u: processes of "
 			"different users share nothing on this host but a "
 			"mediated link (docs/security.md)",
@@ -1216,7 +1216,7 @@ int srn_ctl_dial_own(uint32_t qpn, int timeout_s)
 	struct ucred cr;
 	int fd = srn_ctl_connect(qpn, timeout_s, &cr);
 
-	if (fd >= 0 && cr.uid != geteuid()) {
+	if (fd >= 0 && cr.uid != srn_euid) {
 		srn_dbg("QP 0x%06x belongs to pid %d of uid %u", qpn,
 			(int)cr.pid, (unsigned)cr.uid);
 		close(fd);

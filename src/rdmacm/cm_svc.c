@@ -455,12 +455,10 @@ static int srn_cm_pend_new(int fd, const struct sockaddr_storage *ss)
 {
 	struct srn_cm_pend *p;
 	uint8_t src[16];
-	int one = 1;
 
 	srn_cm_src_of(ss, src);
 	if (!srn_cm_src_room(src))
 		return -EBUSY;
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	p = srn_cm_zalloc(sizeof(*p));
 	if (!p)
 		return -ENOMEM;

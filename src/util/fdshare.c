@@ -41,9 +41,7 @@ static bool srn_fdshare_ready;
 /* Under the lock: are a and b the same open file? */
 static bool srn_fdshare_same(int a, int b)
 {
-	pid_t me = getpid();
-
-	return syscall(SYS_kcmp, me, me, KCMP_FILE, a, b) == 0;
+	return syscall(SYS_kcmp, srn_pid, srn_pid, KCMP_FILE, a, b) == 0;
 }
 
 /* Under the lock: room for descriptor fd in the table. */

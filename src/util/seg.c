@@ -68,7 +68,7 @@ int srn_seg_create(struct srn_seg *seg, enum srn_seg_kind kind, size_t size,
 	h->version = SRN_SHM_VERSION;
 	h->kind = kind;
 	h->size = size;
-	h->owner_pid = getpid();
+	h->owner_pid = srn_pid;
 	h->id = id;
 	return 0;
 }

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 
 #include "proto/srn_shm_proto.h"
 #include "util/srn_compiler.h"
@@ -23,6 +24,11 @@
  * softrnic makes for itself underneath (the CM's, the transports').
  */
 int srn_socket(int domain, int type, int protocol);
+
+/* ---- self.c: this process (refreshed after fork) ---- */
+extern pid_t srn_pid;
+extern uid_t srn_euid; /* as it was when a device list was first made */
+void srn_self_refresh(void);
 
 /* ---- log.c ---- */
 enum srn_log_level {

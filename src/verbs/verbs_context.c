@@ -22,7 +22,7 @@ static void srn_atfork_child(void)
 
 static void srn_lib_init(void)
 {
-	srn_pid = getpid();
+	srn_self_refresh();
 	pthread_atfork(NULL, NULL, srn_atfork_child);
 }
 
