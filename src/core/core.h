@@ -727,6 +727,9 @@ struct srn_qp {
 	struct srn_list retry_link;
 	/* the QP's control socket and the peers connected to it (ctl.c) */
 	struct srn_pollable *listener;
+	/* pid << 32 | QPN: the process our own dial found listening on that
+	 * QPN's control socket, 0: none (srn_ctl_dial_own, srn_ctl_undial) */
+	_Atomic uint64_t ctl_dialed;
 	pthread_mutex_t conn_lock; /* leaf lock: guards conns, links */
 	struct srn_list conns;
 	/* inbound links a transport accepted for this QP, possibly before

@@ -247,6 +247,26 @@ static bool srn_ctl_conn_gone(const struct srn_ctl_conn *c)
 	       (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR));
 }
 
+/*
+ * Did qp's own dial find pid listening on QP src_qpn's control socket?
+ * Then the kernel has already said who owns src_qpn, and a connection
+ * from pid that claims it needs no probe of its own: a connected pair of
+ * QPs dials each other, so the second claim of every pair is checked
+ * this way (the answer the probe would give, unless src_qpn's owner
+ * destroyed it meanwhile and still claims it). The record goes when qp
+ * leaves its peer (srn_ctl_undial).
+ */
+static bool srn_ctl_dialed_by(struct srn_qp *qp, uint32_t src_qpn, pid_t pid)
+{
+	/* relaxed: the value is all that is read (no data published with
+	 * it); written by srn_ctl_dial_own and srn_ctl_undial */
+	uint64_t d =
+		atomic_load_explicit(&qp->ctl_dialed, memory_order_relaxed);
+
+	return d && pid > 0 && (uint32_t)d == src_qpn &&
+	       (pid_t)(uint32_t)(d >> 32) == pid;
+}
+
 /* Does the process at the other end of c own QP src_qpn (the kernel says
  * so)? 0, -EAGAIN (its backlog is full: not verified now) or -EPERM. A
  * claimer that has hung up already destroyed its QP (a request read
@@ -255,8 +275,11 @@ static int srn_ctl_conn_owns(struct srn_ctl_conn *c, uint32_t src_qpn)
 {
 	uint32_t qpn = c->qp->ibqpx.qp_base.qp_num;
 	struct ucred cr = { 0 };
-	int err = srn_ctl_owner(src_qpn, &cr);
+	int err;
 
+	if (srn_ctl_dialed_by(c->qp, src_qpn, c->pid))
+		return 0;
+	err = srn_ctl_owner(src_qpn, &cr);
 	if (err == -EAGAIN)
 		return -EAGAIN;
 	if (err && srn_ctl_conn_gone(c))
@@ -1211,7 +1234,7 @@ int srn_ctl_dial(uint32_t qpn, int timeout_s)
  * (srn_transport_connect). The dial itself asks the kernel who owns the
  * QP, so no separate probe is needed.
  */
-int srn_ctl_dial_own(uint32_t qpn, int timeout_s)
+int srn_ctl_dial_own(struct srn_qp *qp, uint32_t qpn, int timeout_s)
 {
 	struct ucred cr;
 	int fd = srn_ctl_connect(qpn, timeout_s, &cr);
@@ -1222,7 +1245,19 @@ int srn_ctl_dial_own(uint32_t qpn, int timeout_s)
 		close(fd);
 		return -EACCES;
 	}
+	/* relaxed: a value on its own (srn_ctl_dialed_by reads it) */
+	if (fd >= 0 && cr.pid > 0)
+		atomic_store_explicit(&qp->ctl_dialed,
+				      (uint64_t)(uint32_t)cr.pid << 32 | qpn,
+				      memory_order_relaxed);
 	return fd;
+}
+
+/* qp left the peer it dialed: its record of who owned it goes. */
+void srn_ctl_undial(struct srn_qp *qp)
+{
+	/* relaxed: as in srn_ctl_dial_own */
+	atomic_store_explicit(&qp->ctl_dialed, 0, memory_order_relaxed);
 }
 
 /* Receives MEDIATE_REP on s: the link's end, or -errno. */

@@ -454,7 +454,8 @@ int srn_shm_ctl_connect(struct srn_peer *p, uint32_t dqpn)
 	 * mediated path otherwise, srn_transport_connect) */
 	p->conn.fd = p->datagram ?
 			     srn_ctl_dial(dqpn, SRN_SHM_CTL_TIMEOUT_S) :
-			     srn_ctl_dial_own(dqpn, SRN_SHM_CTL_TIMEOUT_S);
+			     srn_ctl_dial_own(p->qp, dqpn,
+					      SRN_SHM_CTL_TIMEOUT_S);
 	if (p->conn.fd < 0) {
 		err = p->conn.fd;
 		if (err == -EACCES) /* another user's (said at debug level) */

@@ -369,6 +369,7 @@ static void srn_shm_disconnect(struct srn_qp *qp)
 
 	if (!p)
 		return;
+	srn_ctl_undial(qp);
 	srn_shm_peer_del(p);
 	qp->tpriv = NULL;
 }
