@@ -29,6 +29,9 @@
  * dropped, under the context-list lock. Lock order:
  * progress lock -> ctx->lock -> conn_lock, and
  * ctx-list lock -> ctx->lock -> qp sq_lock (trylock only) -> qp rq_lock.
+ * The live list has a leaf lock of its own (live_lock): adding a pollable
+ * never waits for a handler (an application thread creating a QP while
+ * the progress thread serves a connection), only removing one does.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -58,6 +61,7 @@ static struct {
 	pthread_mutex_t ref_lock;
 	pthread_mutex_t wake_lock;
 	pthread_mutex_t ctxs_lock; /* the context list */
+	pthread_mutex_t live_lock; /* leaf: live and ndata */
 	unsigned refs;
 	bool retry_pending; /* under the progress lock */
 	atomic_bool data_off; /* the data set is disarmed; progress lock
@@ -68,7 +72,9 @@ static struct {
 	bool stop;
 	uint64_t next_wake_ns;
 	struct srn_list ctxs;
-	struct srn_list live; /* pollables in an epoll set, data set first */
+	struct srn_list live; /* pollables in an epoll set, data set first;
+			       * an entry is added before its registration
+			       * and removed after it */
 	uint64_t del_gen; /* pollables taken off live (progress lock) */
 	bool del_lost; /* an EPOLL_CTL_DEL failed (progress lock) */
 	unsigned ndata; /* of them in the data set */
@@ -78,6 +84,7 @@ static struct {
 	.ref_lock = PTHREAD_MUTEX_INITIALIZER,
 	.wake_lock = PTHREAD_MUTEX_INITIALIZER,
 	.ctxs_lock = PTHREAD_MUTEX_INITIALIZER,
+	.live_lock = PTHREAD_MUTEX_INITIALIZER,
 	.epfd = -1,
 	.data_epfd = -1,
 	.kick_fd = -1,
@@ -124,7 +131,7 @@ void srn_progress_kick(void)
 	srn_kick_fd(srn_prog.kick_fd);
 }
 
-/* Progress lock: the data set grows or shrinks. */
+/* live_lock: the data set grows or shrinks. */
 static void srn_progress_ndata(int delta)
 {
 	srn_prog.ndata += delta;
@@ -198,27 +205,45 @@ static int srn_progress_epfd(const struct srn_pollable *p)
 	return p->data ? srn_prog.data_epfd : srn_prog.epfd;
 }
 
+/* p joins (in) or leaves the live list; live_lock. */
+static void srn_progress_live_set(struct srn_pollable *p, bool in)
+{
+	pthread_mutex_lock(&srn_prog.live_lock);
+	if (!in)
+		srn_list_del(&p->plink);
+	else if (p->data) /* the data set first: srn_progress_run_direct */
+		srn_list_add(&p->plink, &srn_prog.live);
+	else
+		srn_list_add_tail(&p->plink, &srn_prog.live);
+	if (p->data)
+		srn_progress_ndata(in ? 1 : -1);
+	pthread_mutex_unlock(&srn_prog.live_lock);
+}
+
+/*
+ * Registers p. Not under the progress lock: a handler may run meanwhile,
+ * and p is live before its registration, so an event for it is never
+ * taken for a stale one; p's owner does not delete it concurrently.
+ */
 int srn_progress_add(struct srn_pollable *p, uint32_t events)
 {
 	struct epoll_event ev = { .events = events, .data.ptr = p };
 
-	int err = 0;
+	pthread_once(&srn_prog_once, srn_prog_lock_init);
+	/* before the registration: a handler that runs for p as soon as it
+	 * is registered may delete it (srn_progress_del reads these; the
+	 * epoll_ctl below orders them before any event for p) */
+	p->reg_fd = p->fd;
+	p->added = true;
+	srn_progress_live_set(p, true);
+	if (epoll_ctl(srn_progress_epfd(p), EPOLL_CTL_ADD, p->fd, &ev)) {
+		int err = -errno;
 
-	srn_progress_lock();
-	if (epoll_ctl(srn_progress_epfd(p), EPOLL_CTL_ADD, p->fd, &ev))
-		err = -errno;
-	if (!err) {
-		p->added = true;
-		p->reg_fd = p->fd;
-		if (p->data) { /* the data set first: srn_progress_run_direct */
-			srn_list_add(&p->plink, &srn_prog.live);
-			srn_progress_ndata(1);
-		} else {
-			srn_list_add_tail(&p->plink, &srn_prog.live);
-		}
+		srn_progress_live_set(p, false);
+		p->added = false;
+		return err;
 	}
-	srn_progress_unlock();
-	return err;
+	return 0; /* p may be gone already: not touched again */
 }
 
 /* A link of a socket transport: it goes in the data set (see the top). */
@@ -305,10 +330,8 @@ void srn_progress_del(struct srn_pollable *p)
 				p->reg_fd);
 			srn_prog.del_lost = true;
 		}
-		srn_list_del(&p->plink);
+		srn_progress_live_set(p, false);
 		srn_prog.del_gen++;
-		if (p->data)
-			srn_progress_ndata(-1);
 	}
 	p->added = false;
 	srn_progress_unlock();
@@ -427,6 +450,7 @@ static void srn_progress_run_direct(void)
 	uint64_t gen = srn_prog.del_gen;
 	unsigned n = 0;
 
+	pthread_mutex_lock(&srn_prog.live_lock);
 	srn_list_for_each_safe(pos, tmp, &srn_prog.live) {
 		struct srn_pollable *p =
 			srn_list_entry(pos, struct srn_pollable, plink);
@@ -435,6 +459,7 @@ static void srn_progress_run_direct(void)
 			break; /* the data set comes first */
 		ps[n++] = p;
 	}
+	pthread_mutex_unlock(&srn_prog.live_lock);
 	for (unsigned i = 0; i < n; i++) /* a handler may free another */
 		if (srn_progress_live_since(ps[i], gen))
 			ps[i]->fn(ps[i], SRN_POLL_DIRECT);
@@ -469,7 +494,9 @@ void srn_progress_poll_once(void)
 	if (pthread_mutex_trylock(&srn_prog.lock))
 		return;
 	srn_progress_hooks_work(true); /* we are idle: held-back ACKs go */
-	if (srn_prog.ndata <= SRN_PROG_DIRECT)
+	/* relaxed: a hint (srn_progress_ndata), as for has_data */
+	if (atomic_load_explicit(&srn_progress_data_links,
+				 memory_order_relaxed) <= SRN_PROG_DIRECT)
 		srn_progress_run_direct();
 	else
 		srn_progress_run_data();
@@ -564,11 +591,14 @@ static void srn_progress_on_timer(struct srn_pollable *p, uint32_t events)
 static bool srn_progress_live(const struct srn_pollable *p)
 {
 	struct srn_list *pos, *tmp;
+	bool found = false;
 
+	pthread_mutex_lock(&srn_prog.live_lock);
 	srn_list_for_each_safe(pos, tmp, &srn_prog.live)
 		if (srn_list_entry(pos, struct srn_pollable, plink) == p)
-			return true;
-	return false;
+			found = true;
+	pthread_mutex_unlock(&srn_prog.live_lock);
+	return found;
 }
 
 /*
@@ -737,6 +767,7 @@ void srn_progress_atfork_child(void)
 	pthread_mutex_init(&srn_prog.ref_lock, NULL);
 	pthread_mutex_init(&srn_prog.wake_lock, NULL);
 	pthread_mutex_init(&srn_prog.ctxs_lock, NULL);
+	pthread_mutex_init(&srn_prog.live_lock, NULL);
 	srn_prog.refs = 0;
 	srn_list_init(&srn_prog.ctxs);
 }
