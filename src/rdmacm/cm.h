@@ -153,6 +153,14 @@ struct srn_cm_global {
 	unsigned int redials; /* ids waiting to dial again (at most) */
 	unsigned int timed; /* ids with a CM timer running (at most) */
 	int kick_fd; /* eventfd: wakes the CM thread for a new timer */
+	/* channels the CM thread signals once it has dropped the lock
+	 * (srn_cm_signal): their events and each one's count */
+	bool sig_defer;
+	unsigned int nsig;
+	struct srn_cm_sig {
+		struct srn_cm_chan *chan;
+		uint64_t count;
+	} sig[16];
 	struct ibv_context *ctx; /* softrnic0, opened once */
 	struct ibv_pd *pd; /* the default PD */
 	struct ibv_xrcd *xrcd; /* XRC ids' domain, opened on first use */
@@ -195,6 +203,8 @@ enum srn_cm_ep_kind {
 void srn_cm_set_state(struct srn_cm_id *cid, enum srn_cm_state next);
 void *srn_cm_zalloc(size_t size);
 void srn_cm_zfree(void *ptr);
+unsigned int srn_cm_signal_take(struct srn_cm_sig *out);
+void srn_cm_signal_give(const struct srn_cm_sig *sig, unsigned int n);
 void srn_cm_stat_fill(struct srn_cm_stat_msg *m);
 struct srn_cm_id *srn_cm_listener_find(unsigned int ps, uint16_t port);
 int srn_cm_queue(struct srn_cm_id *cid, struct srn_cm_id *owner,

@@ -631,6 +631,68 @@ static void srn_cm_fill_ud(struct srn_cm_id *cid, struct srn_cm_event *e,
 	u->qkey = be32toh(m->qkey);
 }
 
+static void srn_cm_signal_write(struct srn_cm_chan *c, uint64_t count)
+{
+	if (write(c->ch.fd, &count, sizeof(count)) != sizeof(count))
+		srn_warn("rdmacm: cannot signal the event channel");
+}
+
+/*
+ * Under srn_cm.lock: one more event is queued on c (a semaphore eventfd:
+ * one count per event). The CM thread signals once it has dropped the
+ * lock (srn_cm_signal_take, srn_cm_signal_give): a reader woken while
+ * it still holds the lock would only wait for it, and on one core take
+ * the CPU from it twice.
+ */
+static void srn_cm_signal(struct srn_cm_chan *c)
+{
+	unsigned int i;
+
+	if (!srn_cm.sig_defer) {
+		srn_cm_signal_write(c, 1);
+		return;
+	}
+	for (i = 0; i < srn_cm.nsig && srn_cm.sig[i].chan != c; i++)
+		;
+	if (i == SRN_ARRAY_SIZE(srn_cm.sig)) { /* full: at once */
+		srn_cm_signal_write(c, 1);
+		return;
+	}
+	if (i == srn_cm.nsig) {
+		srn_cm.sig[srn_cm.nsig++] = (struct srn_cm_sig){ c, 0 };
+		c->readers++; /* kept until srn_cm_signal_give */
+	}
+	srn_cm.sig[i].count++;
+}
+
+/* Under srn_cm.lock: the CM thread takes the deferred signals (out has
+ * room for all); their channels stay until srn_cm_signal_give. */
+unsigned int srn_cm_signal_take(struct srn_cm_sig *out)
+{
+	unsigned int n = srn_cm.nsig;
+
+	memcpy(out, srn_cm.sig, n * sizeof(*out));
+	srn_cm.nsig = 0;
+	return n;
+}
+
+/* Without srn_cm.lock: signals what srn_cm_signal_take took, then lets
+ * the channels go (a channel destroyed meanwhile is freed here). */
+void srn_cm_signal_give(const struct srn_cm_sig *sig, unsigned int n)
+{
+	for (unsigned int i = 0; i < n; i++)
+		srn_cm_signal_write(sig[i].chan, sig[i].count);
+	if (!n)
+		return;
+	pthread_mutex_lock(&srn_cm.lock);
+	for (unsigned int i = 0; i < n; i++)
+		if (!--sig[i].chan->readers && sig[i].chan->dead) {
+			sig[i].chan->dead = false;
+			srn_cm_chan_free(sig[i].chan);
+		}
+	pthread_mutex_unlock(&srn_cm.lock);
+}
+
 /*
  * Queues an event for cid on its channel (under srn_cm.lock). owner counts
  * it (the listener for CONNECT_REQUEST). m, if any, gives the peer's
@@ -642,7 +704,6 @@ int srn_cm_queue(struct srn_cm_id *cid, struct srn_cm_id *owner,
 {
 	struct srn_cm_event *e = srn_cm_zalloc(sizeof(*e));
 	struct rdma_conn_param *p;
-	uint64_t one = 1;
 
 	if (!e)
 		return -ENOMEM;
@@ -669,8 +730,7 @@ int srn_cm_queue(struct srn_cm_id *cid, struct srn_cm_id *owner,
 		p->qp_num = be32toh(m->qpn);
 	}
 	srn_list_add_tail(&e->link, &owner->chan->events);
-	if (write(owner->chan->ch.fd, &one, sizeof(one)) != sizeof(one))
-		srn_warn("rdmacm: cannot signal the event channel");
+	srn_cm_signal(owner->chan);
 	return 0;
 }
 

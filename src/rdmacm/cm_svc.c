@@ -695,8 +695,10 @@ static int srn_cm_wait_ms(int parked)
 
 static void *srn_cm_thread(void *arg)
 {
+	struct srn_cm_sig sig[SRN_ARRAY_SIZE(srn_cm.sig)];
 	struct epoll_event ev[16];
 	int n, i, parked = 0;
+	unsigned int nsig;
 
 	(void)arg;
 	for (;;) {
@@ -707,6 +709,7 @@ static void *srn_cm_thread(void *arg)
 		if (n < 0)
 			break;
 		pthread_mutex_lock(&srn_cm.lock);
+		srn_cm.sig_defer = true;
 		for (i = 0; i < n; i++)
 			srn_cm_handle(ev[i].data.u64, ev[i].events);
 		parked = srn_cm_retry_parked();
@@ -717,7 +720,10 @@ static void *srn_cm_thread(void *arg)
 		if (srn_cm.accept_paused &&
 		    (srn_cm.npending < SRN_CM_PEND_MAX / 2 || !n))
 			srn_cm_accept_pause(false);
+		srn_cm.sig_defer = false;
+		nsig = srn_cm_signal_take(sig);
 		pthread_mutex_unlock(&srn_cm.lock);
+		srn_cm_signal_give(sig, nsig);
 	}
 	srn_err("rdmacm: the CM thread stops: %s", strerror(errno));
 	return NULL;
