@@ -450,8 +450,8 @@ static int srn_ctl_fds_ok(int fd, const int *fds, unsigned nfds)
 	return 0;
 }
 
-int srn_ctl_sendmsg(int fd, const void *msg, size_t len, const int *fds,
-		    unsigned nfds)
+static int srn_ctl_sendmsg_flags(int fd, const void *msg, size_t len,
+				 const int *fds, unsigned nfds, int flags)
 {
 	char cbuf[CMSG_SPACE(sizeof(int) * SRN_CTL_MAX_FDS)];
 	struct iovec iov = { (void *)msg, len };
@@ -472,9 +472,22 @@ int srn_ctl_sendmsg(int fd, const void *msg, size_t len, const int *fds,
 		cm->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
 		memcpy(CMSG_DATA(cm), fds, sizeof(int) * nfds);
 	}
-	if (sendmsg(fd, &mh, MSG_NOSIGNAL) != (ssize_t)len)
+	if (sendmsg(fd, &mh, MSG_NOSIGNAL | flags) != (ssize_t)len)
 		return errno ? -errno : -EPROTO;
 	return 0;
+}
+
+int srn_ctl_sendmsg(int fd, const void *msg, size_t len, const int *fds,
+		    unsigned nfds)
+{
+	return srn_ctl_sendmsg_flags(fd, msg, len, fds, nfds, 0);
+}
+
+/* As srn_ctl_sendmsg, never waiting: -EAGAIN when the socket is full. */
+int srn_ctl_trysendmsg(int fd, const void *msg, size_t len, const int *fds,
+		       unsigned nfds)
+{
+	return srn_ctl_sendmsg_flags(fd, msg, len, fds, nfds, MSG_DONTWAIT);
 }
 
 /*
@@ -487,7 +500,8 @@ int srn_ctl_sendmsg(int fd, const void *msg, size_t len, const int *fds,
  * reads on. The reset is reported only together with the peer's close, so
  * the second read never blocks: a message, or 0 (the end, -ECONNRESET).
  */
-ssize_t srn_ctl_recvmsg(int fd, void *msg, size_t len, int *fds, unsigned *nfds)
+static ssize_t srn_ctl_recvmsg_flags(int fd, void *msg, size_t len, int *fds,
+				     unsigned *nfds, int flags)
 {
 	char cbuf[CMSG_SPACE(sizeof(int) * SRN_CTL_MAX_FDS)];
 	struct iovec iov = { msg, len };
@@ -499,10 +513,10 @@ ssize_t srn_ctl_recvmsg(int fd, void *msg, size_t len, int *fds, unsigned *nfds)
 	struct cmsghdr *cm;
 	ssize_t n;
 
-	n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+	n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC | flags);
 	if (n < 0 && errno == ECONNRESET) {
 		mh.msg_controllen = sizeof(cbuf);
-		n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+		n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC | flags);
 	}
 	if (n < 0)
 		return errno == EAGAIN ? -ETIMEDOUT : -errno;
@@ -532,6 +546,18 @@ ssize_t srn_ctl_recvmsg(int fd, void *msg, size_t len, int *fds, unsigned *nfds)
 		return -EPROTO;
 	}
 	return n;
+}
+
+ssize_t srn_ctl_recvmsg(int fd, void *msg, size_t len, int *fds, unsigned *nfds)
+{
+	return srn_ctl_recvmsg_flags(fd, msg, len, fds, nfds, 0);
+}
+
+/* As srn_ctl_recvmsg, never waiting: -ETIMEDOUT when nothing is there. */
+ssize_t srn_ctl_tryrecvmsg(int fd, void *msg, size_t len, int *fds,
+			   unsigned *nfds)
+{
+	return srn_ctl_recvmsg_flags(fd, msg, len, fds, nfds, MSG_DONTWAIT);
 }
 
 void srn_ctl_bye(int fd)

@@ -158,6 +158,10 @@ int srn_ctl_sendmsg(int fd, const void *msg, size_t len, const int *fds,
 		    unsigned nfds);
 ssize_t srn_ctl_recvmsg(int fd, void *msg, size_t len, int *fds,
 			unsigned *nfds);
+int srn_ctl_trysendmsg(int fd, const void *msg, size_t len, const int *fds,
+		       unsigned nfds);
+ssize_t srn_ctl_tryrecvmsg(int fd, void *msg, size_t len, int *fds,
+			   unsigned *nfds);
 void srn_ctl_bye(int fd);
 int srn_ctl_handoff(uint32_t qpn, int fd, const void *hello, size_t len);
 

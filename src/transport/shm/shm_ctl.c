@@ -18,7 +18,6 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -296,12 +295,9 @@ static int srn_shm_send_req(struct srn_peer *p)
 		.dst_qpn = p->qpn,
 		.src_pid = (uint32_t)srn_pid,
 	};
-	struct pollfd pf = { .fd = p->conn.fd, .events = POLLOUT };
 	int kick = srn_progress_kick_fd();
 
-	if (poll(&pf, 1, 0) != 1)
-		return -EAGAIN;
-	return srn_ctl_sendmsg(p->conn.fd, &req, sizeof(req), &kick, 1);
+	return srn_ctl_trysendmsg(p->conn.fd, &req, sizeof(req), &kick, 1);
 }
 
 /*
@@ -314,15 +310,15 @@ static int srn_shm_send_req(struct srn_peer *p)
  */
 static int srn_shm_take_rep(struct srn_peer *p, bool may_wait)
 {
-	struct pollfd pf = { .fd = p->conn.fd, .events = POLLIN };
 	struct srn_ctl_connect_rep rep;
 	int fds[SRN_CTL_MAX_FDS], err;
 	unsigned nfds = SRN_CTL_MAX_FDS;
 	ssize_t n;
 
-	if (!may_wait && poll(&pf, 1, 0) != 1)
-		return -EINPROGRESS;
-	n = srn_ctl_recvmsg(p->conn.fd, &rep, sizeof(rep), fds, &nfds);
+	n = may_wait ?
+		    srn_ctl_recvmsg(p->conn.fd, &rep, sizeof(rep), fds, &nfds) :
+		    srn_ctl_tryrecvmsg(p->conn.fd, &rep, sizeof(rep), fds,
+				       &nfds);
 	if (n == -ETIMEDOUT || n == -EINTR)
 		return -EINPROGRESS;
 	p->req_out = false;
@@ -452,10 +448,9 @@ int srn_shm_ctl_connect(struct srn_peer *p, uint32_t dqpn)
 		 "shm qpn 0x%06x (not ready: connecting)", dqpn);
 	/* a connected QP shares memory: its peer must be our user's (the
 	 * mediated path otherwise, srn_transport_connect) */
-	p->conn.fd = p->datagram ?
-			     srn_ctl_dial(dqpn, SRN_SHM_CTL_TIMEOUT_S) :
-			     srn_ctl_dial_own(p->qp, dqpn,
-					      SRN_SHM_CTL_TIMEOUT_S);
+	p->conn.fd = p->datagram ? srn_ctl_dial(dqpn, SRN_SHM_CTL_TIMEOUT_S) :
+				   srn_ctl_dial_own(p->qp, dqpn,
+						    SRN_SHM_CTL_TIMEOUT_S);
 	if (p->conn.fd < 0) {
 		err = p->conn.fd;
 		if (err == -EACCES) /* another user's (said at debug level) */
