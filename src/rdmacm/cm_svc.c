@@ -614,9 +614,44 @@ static void srn_cm_on_unix(int ufd, struct srn_cm_id *lid)
 
 /* Reads what arrived on an id's CM connection; whole messages go to
  * cm_conn.c, a closed or broken connection too. */
-static void srn_cm_on_conn(struct srn_cm_id *cid, uint32_t events)
+/* Bytes from cid's connection, a whole message handled as soon as it is
+ * complete (cid->rx keeps a partial one). False once the connection went. */
+static bool srn_cm_conn_feed(struct srn_cm_id *cid, const uint8_t *b, size_t n)
 {
 	struct srn_cm_msg m;
+
+	while (n && cid->fd >= 0) {
+		size_t k = sizeof(cid->rx) - cid->rx_len;
+
+		if (k > n)
+			k = n;
+		memcpy(cid->rx + cid->rx_len, b, k);
+		cid->rx_len += k;
+		b += k;
+		n -= k;
+		if (cid->rx_len < sizeof(cid->rx))
+			break;
+		cid->rx_len = 0;
+		memcpy(&m, cid->rx, sizeof(m));
+		if (srn_cm_msg_check(&m, sizeof(m))) {
+			srn_cm_up->on_lost(cid, -EPROTO);
+			return false;
+		}
+		srn_cm_up->on_msg(cid, &m);
+	}
+	return cid->fd >= 0;
+}
+
+/*
+ * Reads what arrived on an id's CM connection; whole messages go to
+ * cm_conn.c, a closed or broken connection too. A read that returns less
+ * than it asked for has emptied the socket: no second read only to be
+ * told EAGAIN (the set is level-triggered: more data, or the peer's
+ * close, is reported again).
+ */
+static void srn_cm_on_conn(struct srn_cm_id *cid, uint32_t events)
+{
+	uint8_t buf[4 * sizeof(struct srn_cm_msg)];
 	ssize_t n;
 
 	if (cid->dialing) {
@@ -624,8 +659,7 @@ static void srn_cm_on_conn(struct srn_cm_id *cid, uint32_t events)
 		return;
 	}
 	while (cid->fd >= 0) {
-		n = recv(cid->fd, cid->rx + cid->rx_len,
-			 sizeof(cid->rx) - cid->rx_len, MSG_DONTWAIT);
+		n = recv(cid->fd, buf, sizeof(buf), MSG_DONTWAIT);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN)
@@ -634,16 +668,9 @@ static void srn_cm_on_conn(struct srn_cm_id *cid, uint32_t events)
 			srn_cm_up->on_lost(cid, n < 0 ? -errno : -ECONNRESET);
 			return;
 		}
-		cid->rx_len += n;
-		if (cid->rx_len < sizeof(cid->rx))
-			continue;
-		cid->rx_len = 0;
-		memcpy(&m, cid->rx, sizeof(m));
-		if (srn_cm_msg_check(&m, sizeof(m))) {
-			srn_cm_up->on_lost(cid, -EPROTO);
+		if (!srn_cm_conn_feed(cid, buf, (size_t)n) ||
+		    (size_t)n < sizeof(buf))
 			return;
-		}
-		srn_cm_up->on_msg(cid, &m);
 	}
 }
 
