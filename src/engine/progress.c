@@ -239,8 +239,14 @@ int srn_progress_add(struct srn_pollable *p, uint32_t events)
 	if (epoll_ctl(srn_progress_epfd(p), EPOLL_CTL_ADD, p->fd, &ev)) {
 		int err = -errno;
 
+		/* as srn_progress_del: an application's direct poll may have
+		 * picked p from the live list meanwhile; the new generation
+		 * makes it look again before it calls p (the caller frees p) */
+		srn_progress_lock();
 		srn_progress_live_set(p, false);
+		srn_prog.del_gen++;
 		p->added = false;
+		srn_progress_unlock();
 		return err;
 	}
 	return 0; /* p may be gone already: not touched again */
