@@ -711,7 +711,9 @@ static void srn_cm_handle(uint64_t data, uint32_t events)
 	}
 }
 
-/* How long the CM thread may sleep: for ever when nothing is timed. */
+/* How long the CM thread may sleep: for ever when nothing is timed.
+ * Under srn_cm.lock: the first timer an application starts after it was
+ * read kicks the thread (srn_cm_timer_arm). */
 static int srn_cm_wait_ms(int parked)
 {
 	if (parked || srn_cm.accept_paused || srn_cm.redials)
@@ -724,13 +726,15 @@ static void *srn_cm_thread(void *arg)
 {
 	struct srn_cm_sig sig[SRN_ARRAY_SIZE(srn_cm.sig)];
 	struct epoll_event ev[16];
-	int n, i, parked = 0;
+	int n, i, parked = 0, wait_ms;
 	unsigned int nsig;
 
 	(void)arg;
+	pthread_mutex_lock(&srn_cm.lock);
+	wait_ms = srn_cm_wait_ms(0);
+	pthread_mutex_unlock(&srn_cm.lock);
 	for (;;) {
-		n = epoll_wait(srn_cm.epfd, ev, SRN_ARRAY_SIZE(ev),
-			       srn_cm_wait_ms(parked));
+		n = epoll_wait(srn_cm.epfd, ev, SRN_ARRAY_SIZE(ev), wait_ms);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
@@ -749,6 +753,7 @@ static void *srn_cm_thread(void *arg)
 			srn_cm_accept_pause(false);
 		srn_cm.sig_defer = false;
 		nsig = srn_cm_signal_take(sig);
+		wait_ms = srn_cm_wait_ms(parked);
 		pthread_mutex_unlock(&srn_cm.lock);
 		srn_cm_signal_give(sig, nsig);
 	}

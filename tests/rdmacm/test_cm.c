@@ -17,6 +17,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -265,8 +266,8 @@ static int t_reject(void)
  * RESETS of them: a process whose listener closes with REQs queued. */
 #define RESETS 6
 struct resetter {
-	int fd, resets;
-	volatile int stop;
+	int fd, resets; /* resets: read once the thread is joined */
+	atomic_int stop;
 };
 
 static void *reset_some(void *arg)
@@ -275,7 +276,9 @@ static void *reset_some(void *arg)
 	struct pollfd pf = { .fd = r->fd, .events = POLLIN };
 	struct linger lg = { 1, 0 };
 
-	while (!r->stop && r->resets < RESETS) {
+	/* relaxed: a flag alone (the join orders the rest) */
+	while (!atomic_load_explicit(&r->stop, memory_order_relaxed) &&
+	       r->resets < RESETS) {
 		int c;
 
 		if (poll(&pf, 1, 50) != 1)
@@ -334,7 +337,8 @@ static int t_redial(void)
 		srv.child = NULL;
 		teardown(&cli);
 	}
-	r.stop = 1;
+	/* relaxed: as in reset_some */
+	atomic_store_explicit(&r.stop, 1, memory_order_relaxed);
 	CHECK(!pthread_join(t, NULL));
 	fprintf(stderr, "redial: %d connections reset on the way\n", r.resets);
 	CHECK(r.resets > 0); /* else nothing was tested: the odds are 1e-6 */
