@@ -601,8 +601,10 @@ static bool srn_progress_live(const struct srn_pollable *p)
 
 	pthread_mutex_lock(&srn_prog.live_lock);
 	srn_list_for_each_safe(pos, tmp, &srn_prog.live)
-		if (srn_list_entry(pos, struct srn_pollable, plink) == p)
+		if (srn_list_entry(pos, struct srn_pollable, plink) == p) {
 			found = true;
+			break;
+		}
 	pthread_mutex_unlock(&srn_prog.live_lock);
 	return found;
 }
