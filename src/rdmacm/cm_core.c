@@ -631,6 +631,16 @@ static void srn_cm_fill_ud(struct srn_cm_id *cid, struct srn_cm_event *e,
 	u->qkey = be32toh(m->qkey);
 }
 
+/* Under srn_cm.lock: a reader (or a deferred signal) lets c go; the last
+ * one out of a channel destroyed meanwhile frees it (srn_cm_chan_free). */
+static void srn_cm_chan_unpin(struct srn_cm_chan *c)
+{
+	if (!--c->readers && c->dead) {
+		c->dead = false;
+		srn_cm_chan_free(c);
+	}
+}
+
 static void srn_cm_signal_write(struct srn_cm_chan *c, uint64_t count)
 {
 	if (write(c->ch.fd, &count, sizeof(count)) != sizeof(count))
@@ -686,10 +696,7 @@ void srn_cm_signal_give(const struct srn_cm_sig *sig, unsigned int n)
 		return;
 	pthread_mutex_lock(&srn_cm.lock);
 	for (unsigned int i = 0; i < n; i++)
-		if (!--sig[i].chan->readers && sig[i].chan->dead) {
-			sig[i].chan->dead = false;
-			srn_cm_chan_free(sig[i].chan);
-		}
+		srn_cm_chan_unpin(sig[i].chan);
 	pthread_mutex_unlock(&srn_cm.lock);
 }
 
@@ -799,12 +806,10 @@ static int srn_cm_take(struct srn_cm_chan *c, struct rdma_cm_event **ev_p)
 static void srn_cm_chan_reader(struct srn_cm_chan *c, bool in)
 {
 	pthread_mutex_lock(&srn_cm.lock);
-	if (in) {
+	if (in)
 		c->readers++;
-	} else if (!--c->readers && c->dead) {
-		c->dead = false;
-		srn_cm_chan_free(c);
-	}
+	else
+		srn_cm_chan_unpin(c);
 	pthread_mutex_unlock(&srn_cm.lock);
 }
 
