@@ -24,13 +24,28 @@ static const char *const srn_seg_names[] = {
 	[SRN_SEG_TPT] = "srn-tpt",
 };
 
-/* A QP segment (one per connection, on both sides) goes to a chunk of
- * segarena.c when it fits: unmapping it alone costs a TLB invalidation. */
+/* Segments up to this size are populated when mapped (below). */
+#define SRN_SEG_POPULATE_MAX (64u << 10)
+
+/*
+ * A QP segment (one per connection, on both sides) goes to a chunk of
+ * segarena.c when it fits: unmapping it alone costs a TLB invalidation.
+ * Small segments (QPs, CQs, SRQs: what every connection maps) are
+ * populated by the mmap itself: on this project's machines (nested
+ * virtualisation) a page's first touch through a fresh mapping costs a
+ * fault of 13-15 us, against 5-6 us a page populated by the call
+ * (docs/BENCHMARKS.md, "Connection setup: populated segments"). The key
+ * table is large and read sparsely: it is not.
+ */
 static void *srn_seg_mmap(int fd, enum srn_seg_kind kind, size_t size, int prot)
 {
-	void *p = kind == SRN_SEG_QP ? srn_sega_map(size, prot, fd) : NULL;
+	int flags = MAP_SHARED;
+	void *p;
 
-	return p ? p : mmap(NULL, size, prot, MAP_SHARED, fd, 0);
+	if (kind != SRN_SEG_TPT && size <= SRN_SEG_POPULATE_MAX)
+		flags |= MAP_POPULATE;
+	p = kind == SRN_SEG_QP ? srn_sega_map(size, prot, fd, flags) : NULL;
+	return p ? p : mmap(NULL, size, prot, flags, fd, 0);
 }
 
 static void srn_seg_munmap(void *addr, size_t size)

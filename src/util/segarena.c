@@ -102,11 +102,12 @@ static struct srn_sega_chunk *srn_sega_room(unsigned pages)
 }
 
 /*
- * Maps size bytes of fd (MAP_SHARED, prot) in a chunk: the address, or
+ * Maps size bytes of fd (prot, flags: MAP_SHARED and what the caller
+ * adds) in a chunk: the address, or
  * NULL when the segment is not for a chunk or none has room (the caller
  * maps it itself); MAP_FAILED with errno when the mapping failed.
  */
-void *srn_sega_map(size_t size, int prot, int fd)
+void *srn_sega_map(size_t size, int prot, int fd, int flags)
 {
 	unsigned pages = (unsigned)((size + SRN_SEGA_PAGE - 1) / SRN_SEGA_PAGE);
 	struct srn_sega_chunk *c;
@@ -120,7 +121,7 @@ void *srn_sega_map(size_t size, int prot, int fd)
 	c = srn_sega_room(pages);
 	if (c) {
 		p = mmap(c->base + c->next * SRN_SEGA_PAGE, size, prot,
-			 MAP_SHARED | MAP_FIXED, fd, 0);
+			 flags | MAP_FIXED, fd, 0);
 		if (p != MAP_FAILED) {
 			c->next += pages;
 			c->live += pages;

@@ -58,7 +58,7 @@ int srn_seg_map(struct srn_seg *seg, int fd, enum srn_seg_kind kind,
 void srn_seg_unmap(struct srn_seg *seg);
 int srn_seg_seal_writes(struct srn_seg *seg);
 /* segarena.c: where small QP segments are mapped */
-void *srn_sega_map(size_t size, int prot, int fd);
+void *srn_sega_map(size_t size, int prot, int fd, int flags);
 bool srn_sega_unmap(void *addr, size_t size);
 
 void srn_kick_fd(int fd);
