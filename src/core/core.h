@@ -636,7 +636,33 @@ struct srn_sq {
 	uint64_t prod;
 	uint64_t sent; /* written under sq_lock and comp_lock */
 	uint64_t cons;
+	/* the position in slot 0: moved to prod when the queue is empty
+	 * (srn_sq_rebase), under sq_lock */
+	uint64_t base;
 };
+
+/* The slot of WQE number pos. */
+static inline struct srn_swqe *srn_sq_slot(const struct srn_sq *sq,
+					   uint64_t pos)
+{
+	return (struct srn_swqe *)(sq->buf +
+				   ((pos - sq->base) & (sq->size - 1)) *
+					   sq->stride);
+}
+
+/*
+ * An empty queue starts again at slot 0, so that a QP whose WQEs complete
+ * at their doorbell (same host) writes one warm slot, not a ring's worth
+ * of cold ones (with many QPs: 128 B of cache a QP instead of tx depth x
+ * 128 B). cons was read with acquire (pairs with its release in
+ * srn_comp_send_done): the completer is done with every slot, and no
+ * position is live, so no slot moves under anyone. sq_lock held.
+ */
+static inline void srn_sq_rebase(struct srn_sq *sq, uint64_t cons)
+{
+	if (cons == sq->prod)
+		sq->base = sq->prod;
+}
 
 enum srn_stall {
 	SRN_STALL_NONE = 0,

@@ -507,7 +507,7 @@ void srn_qp_reset_queues(struct srn_qp *qp)
 	__atomic_store_n(&qp->shm->err_req, 0, __ATOMIC_RELAXED);
 	atomic_store_explicit(&qp->pending_err, 0, memory_order_relaxed);
 	atomic_store_explicit(&qp->pending_run, 0, memory_order_relaxed);
-	qp->sq.prod = qp->sq.sent = qp->sq.cons = 0;
+	qp->sq.prod = qp->sq.sent = qp->sq.cons = qp->sq.base = 0;
 	if (!qp->srq && qp->rqv.rq) {
 		/* relaxed: only srn_rq_post writes prod, under rq_lock (held) */
 		uint64_t p =

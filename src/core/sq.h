@@ -17,7 +17,7 @@
  * *total_p. */
 static inline int srn_sq_check(const struct srn_qp *qp,
 			       const struct ibv_send_wr *wr,
-			       const struct srn_opcode_info *op,
+			       const struct srn_opcode_info *op, uint64_t cons,
 			       uint64_t *total_p)
 {
 	uint64_t total = 0;
@@ -25,9 +25,7 @@ static inline int srn_sq_check(const struct srn_qp *qp,
 	if (!op || !(qp->wr_ops & (1u << (wr->opcode & 31))) ||
 	    wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->cap.max_send_sge)
 		return EINVAL;
-	/* acquire: pairs with the release in srn_comp_send_done */
-	if (qp->sq.prod - __atomic_load_n(&qp->sq.cons, __ATOMIC_ACQUIRE) >=
-	    qp->sq.max_wr)
+	if (qp->sq.prod - cons >= qp->sq.max_wr)
 		return ENOMEM;
 	if (op->flags & SRN_OP_LOCAL) { /* no data: SGEs are ignored */
 		*total_p = wr->opcode == IBV_WR_BIND_MW ?
@@ -79,14 +77,17 @@ static inline int srn_sq_push(struct srn_qp *qp, const struct ibv_send_wr *wr)
 {
 	const struct srn_opcode_info *op = srn_opcode_get(wr->opcode);
 	struct srn_sq *sq = &qp->sq;
+	/* acquire: pairs with the release in srn_comp_send_done (the slots
+	 * before cons are free) */
+	uint64_t cons = __atomic_load_n(&sq->cons, __ATOMIC_ACQUIRE);
 	struct srn_swqe *w;
 	uint64_t total;
-	int err = srn_sq_check(qp, wr, op, &total);
+	int err = srn_sq_check(qp, wr, op, cons, &total);
 
 	if (err)
 		return err;
-	w = (struct srn_swqe *)(sq->buf +
-				(sq->prod & (sq->size - 1)) * sq->stride);
+	srn_sq_rebase(sq, cons);
+	w = srn_sq_slot(sq, sq->prod);
 	w->wr_id = wr->wr_id;
 	w->opcode = wr->opcode;
 	w->send_flags = wr->send_flags;

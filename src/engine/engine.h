@@ -30,8 +30,7 @@ void srn_qp_flush_recv(struct srn_qp *qp);
 /* The send queue's WQE number i (its slot). */
 static inline struct srn_swqe *srn_sq_wqe(struct srn_qp *qp, uint64_t i)
 {
-	return (struct srn_swqe *)(qp->sq.buf +
-				   (i & (qp->sq.size - 1)) * qp->sq.stride);
+	return srn_sq_slot(&qp->sq, i);
 }
 
 /* ---- requester.c ---- */

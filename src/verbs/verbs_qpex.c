@@ -67,7 +67,7 @@ static struct srn_swqe *srn_bx_open(struct ibv_qp_ex *x, unsigned opcode,
 		srn_bx_fail(qp, ENOMEM);
 	if (qp->bx_err)
 		return NULL;
-	w = (struct srn_swqe *)(sq->buf + (pos & (sq->size - 1)) * sq->stride);
+	w = srn_sq_slot(sq, pos);
 	memset(w, 0, sizeof(*w));
 	w->wr_id = x->wr_id;
 	w->opcode = opcode;
@@ -84,6 +84,8 @@ static void srn_wr_start(struct ibv_qp_ex *x)
 	enum ibv_qp_state st;
 
 	srn_lock(&qp->sq_lock);
+	/* acquire: pairs with the release in srn_comp_send_done */
+	srn_sq_rebase(&qp->sq, __atomic_load_n(&qp->sq.cons, __ATOMIC_ACQUIRE));
 	qp->bx_start = qp->sq.prod;
 	qp->bx_n = 0;
 	qp->bx_err = 0;
