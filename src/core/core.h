@@ -689,20 +689,53 @@ struct srn_qp_rxattr {
 
 struct srn_qp {
 	struct ibv_qp_ex ibqpx; /* qp_base first */
-	struct srn_context *ctx;
+	/*
+	 * What every post and its completion touch, on two cache lines (and
+	 * qp_base's state, type and number): with many QPs, each message
+	 * finds its QP's lines cold, and the fewer they are the fewer misses
+	 * (docs/BENCHMARKS.md, "Many QPs").
+	 */
+	struct srn_context *ctx __attribute__((aligned(64)));
+	struct srn_cq *send_cq, *recv_cq;
+	/* the transport and its per-connection state */
+	const struct srn_transport_ops *tops;
+	void *tpriv;
+	struct srn_lock sq_lock; /* the requester; taken before rq_lock */
+	struct srn_lock rq_lock;
+	struct srn_lock comp_lock; /* the completer; after the others */
+	uint32_t wr_ops; /* 1 << ibv_wr_opcode the QP type runs */
+	/* stall bookkeeping, under sq_lock */
+	enum srn_stall stall;
+	/* set by the progress thread when it could not get sq_lock:
+	 * SRN_PENDING_* bits */
+	atomic_uint pending_err;
+	atomic_uint pending_run; /* the transport asks the requester to
+				  * run (go back after an RNR NAK) */
+	bool sq_sig_all;
+	/* the doorbell left posted WQEs unsent, for the next run to send
+	 * with others (srn_req_doorbell); sq_lock */
+	bool deferred;
+	struct srn_sq sq;
+	/* the next line: what a post reads less often or only to check */
+	struct ibv_qp_cap cap;
+	/* the WQE at err_wait_pos failed at the requester while WQEs ahead
+	 * of it were in flight: nothing behind it runs, and the QP goes to
+	 * ERR once they are complete (requester.c, completer.c); written
+	 * under comp_lock */
+	atomic_bool err_wait;
+	uint64_t err_wait_pos;
+	/* the target address of the last RDMA WRITE executed minus its
+	 * remote address: where a post prefetches the next one's target
+	 * (verbs_qp.c). A hint only, written and read relaxed */
+	uint64_t pf_delta;
+	struct srn_ud_qp *ud; /* UD: engine/ud.c (NULL for other types) */
+	/* the rest: the control path's */
 	struct srn_list ctx_link;
 	struct srn_pd *pd;
-	struct srn_cq *send_cq, *recv_cq;
 	struct srn_srq *srq;
 	struct srn_xrcd *xrcd; /* XRC TGT: its domain */
 	unsigned opens; /* XRC TGT: ibv_open_qp handles beyond the first
 			 * (srn_xrc_lock) */
-	struct srn_lock sq_lock; /* the requester; taken before rq_lock */
-	struct srn_lock rq_lock;
-	struct srn_lock comp_lock; /* the completer; after the others */
-	struct ibv_qp_cap cap;
-	uint32_t wr_ops; /* 1 << ibv_wr_opcode the QP type runs */
-	bool sq_sig_all;
 	bool held; /* holds references on its PD, CQs and SRQ (srn_qp_add) */
 	bool fatal_sent; /* IBV_EVENT_QP_FATAL raised (sq_lock; RESET clears) */
 	/* attributes (written by modify_qp under both locks) */
@@ -715,7 +748,6 @@ struct srn_qp {
 	struct srn_seg seg;
 	struct srn_qp_shm *shm;
 	struct srn_rq_view rqv; /* unused with an SRQ */
-	struct srn_sq sq;
 	/* the ibv_wr_* API (verbs_qpex.c): the ops ibv_create_qp_ex asked
 	 * for, and the batch between wr_start and wr_complete (sq_lock
 	 * held all along): its first position, length, current WQE and
@@ -725,29 +757,10 @@ struct srn_qp {
 	uint32_t bx_n;
 	int bx_err;
 	struct srn_swqe *bx_cur;
-	/* the transport and its per-connection state */
-	const struct srn_transport_ops *tops;
-	void *tpriv;
-	struct srn_ud_qp *ud; /* UD: engine/ud.c (NULL for other types) */
 	/* stall bookkeeping, under sq_lock */
-	enum srn_stall stall;
 	uint64_t stall_deadline_ns;
 	unsigned stall_retries;
 	uint64_t stall_period_ns;
-	/* the doorbell left posted WQEs unsent, for the next run to send
-	 * with others (srn_req_doorbell); sq_lock */
-	bool deferred;
-	/* the WQE at err_wait_pos failed at the requester while WQEs ahead
-	 * of it were in flight: nothing behind it runs, and the QP goes to
-	 * ERR once they are complete (requester.c, completer.c); written
-	 * under comp_lock */
-	atomic_bool err_wait;
-	uint64_t err_wait_pos;
-	/* set by the progress thread when it could not get sq_lock:
-	 * SRN_PENDING_* bits */
-	atomic_uint pending_err;
-	atomic_uint pending_run; /* the transport asks the requester to
-				  * run (go back after an RNR NAK) */
 	/* on ctx->retry_qps (under its retry_lock) while stalled or
 	 * pending: empty when not */
 	struct srn_list retry_link;

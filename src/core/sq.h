@@ -13,6 +13,33 @@
 
 #include "core/core.h"
 
+/*
+ * With many QPs a post finds the lines of its data cold (the QP's turn
+ * comes once every QP-count posts): their loads start before sq_lock.
+ * A WRITE's target is guessed from the QP's last WRITE (pf_delta, written
+ * by the same-host transport that executed it; 0: no guess). A prefetch
+ * never faults, so a wrong guess costs nothing but the load.
+ */
+static inline void srn_sq_prefetch_target(struct srn_qp *qp, uint64_t raddr)
+{
+	/* relaxed: a hint (see struct srn_qp) */
+	uint64_t delta = __atomic_load_n(&qp->pf_delta, __ATOMIC_RELAXED);
+
+	if (delta)
+		__builtin_prefetch((const void *)(uintptr_t)(raddr + delta), 1);
+}
+
+static inline void srn_sq_prefetch(struct srn_qp *qp,
+				   const struct ibv_send_wr *wr)
+{
+	if (wr->num_sge > 0)
+		__builtin_prefetch((const void *)(uintptr_t)wr->sg_list[0].addr,
+				   0);
+	if (wr->opcode == IBV_WR_RDMA_WRITE ||
+	    wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
+		srn_sq_prefetch_target(qp, wr->wr.rdma.remote_addr);
+}
+
 /* Checks a WR like a device does (positive errno); its length in
  * *total_p. */
 static inline int srn_sq_check(const struct srn_qp *qp,

@@ -265,6 +265,7 @@ static int srn_qp_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		*bad_wr = wr; /* an XRC TGT QP has no send queue */
 		return EINVAL;
 	}
+	srn_sq_prefetch(qp, wr);
 	srn_lock(&qp->sq_lock);
 	st = srn_qp_state(qp);
 	if (srn_unlikely(st != IBV_QPS_RTS && st != IBV_QPS_ERR &&

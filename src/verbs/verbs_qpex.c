@@ -151,6 +151,8 @@ static void srn_wr_rdma(struct ibv_qp_ex *x, unsigned opcode, uint64_t with,
 	w->rkey = rkey;
 	w->remote_addr = raddr;
 	w->imm_data = imm;
+	if (opcode != IBV_WR_RDMA_READ)
+		srn_sq_prefetch_target(to_sqpx(x), raddr);
 }
 
 static void srn_wr_rdma_write(struct ibv_qp_ex *x, uint32_t rkey,

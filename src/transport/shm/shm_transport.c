@@ -96,6 +96,11 @@ static int srn_shm_write(struct srn_qp *qp, struct srn_peer *p,
 	}
 	dst.iov_base = ptr;
 	dst.iov_len = w->total_len;
+	/* relaxed: a hint for the next post's prefetch (srn_sq_prefetch) */
+	if (ptr && !pvm)
+		__atomic_store_n(&qp->pf_delta,
+				 (uint64_t)(uintptr_t)ptr - w->remote_addr,
+				 __ATOMIC_RELAXED);
 	if (pvm)
 		err = srn_pvm_copy(p, src, ns, &dst, true);
 	else
