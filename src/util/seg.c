@@ -33,9 +33,9 @@ static const char *const srn_seg_names[] = {
  * Small segments (QPs, CQs, SRQs: what every connection maps) are
  * populated by the mmap itself: on this project's machines (nested
  * virtualisation) a page's first touch through a fresh mapping costs a
- * fault of 13-15 us, against 5-6 us a page populated by the call
- * (docs/BENCHMARKS.md, "Connection setup: populated segments"). The key
- * table is large and read sparsely: it is not.
+ * fault of 13-15 us, against 2-4 us more in the mmap for a populated
+ * one (docs/BENCHMARKS.md, "Connection setup: what a system call costs
+ * here"). The key table is large and read sparsely: it is not.
  */
 static void *srn_seg_mmap(int fd, enum srn_seg_kind kind, size_t size, int prot)
 {
