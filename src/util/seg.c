@@ -32,9 +32,9 @@ static const char *const srn_seg_names[] = {
  * segarena.c when it fits: unmapping it alone costs a TLB invalidation.
  * Small segments (QPs, CQs, SRQs: what every connection maps) are
  * populated by the mmap itself: on this project's machines (nested
- * virtualisation) a page's first touch through a fresh mapping costs a
- * fault of 13-15 us, against 2-4 us more in the mmap for a populated
- * one (docs/BENCHMARKS.md, "Connection setup: what a system call costs
+ * virtualisation) a page's first touch through a fresh mapping costs
+ * 13-15 us; populated, 2-4 us more in the mmap and 6-8 us at the first
+ * touch (docs/BENCHMARKS.md, "Connection setup: what a system call costs
  * here"). The key table is large and read sparsely: it is not.
  */
 static void *srn_seg_mmap(int fd, enum srn_seg_kind kind, size_t size, int prot)
