@@ -152,6 +152,7 @@ struct srn_cm_global {
 	unsigned int npending;
 	unsigned int redials; /* ids waiting to dial again (at most) */
 	unsigned int timed; /* ids with a CM timer running (at most) */
+	uint64_t tick_ns; /* the CM thread's last walk of the ids' timers */
 	int kick_fd; /* eventfd: wakes the CM thread for a new timer */
 	/* channels the CM thread signals once it has dropped the lock
 	 * (srn_cm_signal): their events and each one's count */

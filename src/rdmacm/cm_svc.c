@@ -711,15 +711,43 @@ static void srn_cm_handle(uint64_t data, uint32_t events)
 	}
 }
 
-/* How long the CM thread may sleep: for ever when nothing is timed.
- * Under srn_cm.lock: the first timer an application starts after it was
- * read kicks the thread (srn_cm_timer_arm). */
-static int srn_cm_wait_ms(int parked)
+/* How often the ids' timers are walked while any runs (under
+ * srn_cm.lock): redials are looked for as often as parked REQs. */
+static uint64_t srn_cm_tick_period_ns(void)
 {
-	if (parked || srn_cm.accept_paused || srn_cm.redials)
+	return (srn_cm.redials ? SRN_CM_PARK_POLL_MS : SRN_CM_TIMER_TICK_MS) *
+	       1000000ull;
+}
+
+/* Walks the ids' timers when a period has passed since the last walk,
+ * not at every wake-up: with many ids connecting (all timed) the walk
+ * at each event made connection setup quadratic. Under srn_cm.lock. */
+static void srn_cm_tick(uint64_t now_ns)
+{
+	if (!srn_cm.redials && !srn_cm.timed)
+		return;
+	if (now_ns - srn_cm.tick_ns < srn_cm_tick_period_ns())
+		return;
+	srn_cm.tick_ns = now_ns;
+	srn_cm_up->on_tick(now_ns);
+}
+
+/* How long the CM thread may sleep: for ever when nothing is timed, else
+ * until the next walk of the timers is due. Under srn_cm.lock: the first
+ * timer an application starts after it was read kicks the thread
+ * (srn_cm_timer_arm). */
+static int srn_cm_wait_ms(int parked, uint64_t now_ns)
+{
+	if (parked || srn_cm.accept_paused)
 		return SRN_CM_PARK_POLL_MS;
+	if (srn_cm.redials || srn_cm.timed) {
+		uint64_t due = srn_cm.tick_ns + srn_cm_tick_period_ns();
+
+		return due > now_ns ? (int)((due - now_ns + 999999) / 1000000) :
+				      0;
+	}
 	/* connections waiting for their REQ: their deadline */
-	return srn_cm.timed || srn_cm.npending ? SRN_CM_TIMER_TICK_MS : -1;
+	return srn_cm.npending ? SRN_CM_TIMER_TICK_MS : -1;
 }
 
 static void *srn_cm_thread(void *arg)
@@ -728,10 +756,11 @@ static void *srn_cm_thread(void *arg)
 	struct epoll_event ev[16];
 	int n, i, parked = 0, wait_ms;
 	unsigned int nsig;
+	uint64_t now_ns;
 
 	(void)arg;
 	pthread_mutex_lock(&srn_cm.lock);
-	wait_ms = srn_cm_wait_ms(0);
+	wait_ms = srn_cm_wait_ms(0, srn_now_ns());
 	pthread_mutex_unlock(&srn_cm.lock);
 	for (;;) {
 		n = epoll_wait(srn_cm.epfd, ev, SRN_ARRAY_SIZE(ev), wait_ms);
@@ -744,8 +773,8 @@ static void *srn_cm_thread(void *arg)
 		for (i = 0; i < n; i++)
 			srn_cm_handle(ev[i].data.u64, ev[i].events);
 		parked = srn_cm_retry_parked();
-		if (srn_cm.redials || srn_cm.timed)
-			srn_cm_up->on_tick(srn_now_ns());
+		now_ns = srn_now_ns();
+		srn_cm_tick(now_ns);
 		/* paused at the cap: resume at half of it; out of fds: try
 		 * again after SRN_CM_PARK_POLL_MS */
 		if (srn_cm.accept_paused &&
@@ -753,7 +782,7 @@ static void *srn_cm_thread(void *arg)
 			srn_cm_accept_pause(false);
 		srn_cm.sig_defer = false;
 		nsig = srn_cm_signal_take(sig);
-		wait_ms = srn_cm_wait_ms(parked);
+		wait_ms = srn_cm_wait_ms(parked, now_ns);
 		pthread_mutex_unlock(&srn_cm.lock);
 		srn_cm_signal_give(sig, nsig);
 	}
