@@ -231,21 +231,26 @@ SRN_EXPORT void rdma_free_devices(struct ibv_context **list)
  * threads register memory; so no page holds both.
  */
 /*
- * Freed objects' pages are kept for the next object of their size rather
+ * Freed objects are kept for the next object of their size class rather
  * than unmapped: an munmap in a process with threads on several CPUs
  * flushes their TLBs (an IPI each; costly under virtualisation), and a
- * connection allocates and frees several objects (events, ids). At most
- * SRN_CM_POOL_PAGES pages of each size (1 to SRN_CM_POOL_SIZES pages): a
- * burst's objects are all kept (with 256 blocks, cmtime's 1,000
- * connections unmapped about 2 pages per connection on the active side,
- * one by one, in its disconnects and destroys).
- * An empty pool is filled with SRN_CM_POOL_BATCH blocks from one mmap,
- * populated at once (MAP_POPULATE): a burst of connections (cmtime's
- * thousand) made one mmap and one page fault per object before.
+ * connection allocates and frees several objects (events, ids). Classes
+ * are powers of two from 512 B to 16 KiB (the header included), several
+ * objects to a page below 4 KiB: on this project's machines (nested
+ * virtualisation) the first write to each new page costs about 6 us even
+ * when populated, and a burst of connections (cmtime's thousand) wrote
+ * one new page per object (an id is 1,120 B, an event 312 B) when every
+ * object had pages of its own. Objects of the layer only share pages
+ * with each other, never with the application's heap (above). At most
+ * SRN_CM_POOL_BYTES of each class of a page or more are kept (smaller
+ * blocks share pages: all are kept). An empty class is filled
+ * with SRN_CM_POOL_FILL bytes of blocks from one mmap, populated at once
+ * (MAP_POPULATE).
  */
-#define SRN_CM_POOL_SIZES 4
-#define SRN_CM_POOL_PAGES 4096 /* 16 MiB */
-#define SRN_CM_POOL_BATCH 16
+#define SRN_CM_POOL_MIN_SHIFT 9 /* 512 B */
+#define SRN_CM_POOL_SIZES 6 /* up to 16 KiB */
+#define SRN_CM_POOL_BYTES (16ul << 20)
+#define SRN_CM_POOL_FILL (64ul << 10)
 
 struct srn_cm_pool_blk {
 	size_t len; /* what srn_cm_zalloc stores there anyway */
@@ -254,19 +259,31 @@ struct srn_cm_pool_blk {
 
 static pthread_mutex_t srn_cm_pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct srn_cm_pool_blk *srn_cm_pool[SRN_CM_POOL_SIZES];
-static unsigned srn_cm_pool_n[SRN_CM_POOL_SIZES];
+static size_t srn_cm_pool_n[SRN_CM_POOL_SIZES];
 
-/* Under srn_cm_pool_lock: SRN_CM_POOL_BATCH blocks of len bytes into the
- * empty pool k; false when there was no memory for them. */
+/* The class of a block of len bytes (a power of two), or
+ * SRN_CM_POOL_SIZES when it has none (mapped alone). */
+static size_t srn_cm_pool_class(size_t len)
+{
+	size_t k = 0;
+
+	while (k < SRN_CM_POOL_SIZES &&
+	       ((size_t)1 << (SRN_CM_POOL_MIN_SHIFT + k)) != len)
+		k++;
+	return k;
+}
+
+/* Under srn_cm_pool_lock: blocks of len bytes into the empty class k;
+ * false when there was no memory for them. */
 static bool srn_cm_pool_fill(size_t k, size_t len)
 {
-	char *p = mmap(NULL, len * SRN_CM_POOL_BATCH, PROT_READ | PROT_WRITE,
+	char *p = mmap(NULL, SRN_CM_POOL_FILL, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
 	struct srn_cm_pool_blk *b;
 
 	if (p == MAP_FAILED)
 		return false;
-	for (size_t i = SRN_CM_POOL_BATCH; i-- > 0;) {
+	for (size_t i = SRN_CM_POOL_FILL / len; i-- > 0;) {
 		b = (struct srn_cm_pool_blk *)(p + i * len);
 		b->len = len;
 		b->next = srn_cm_pool[k];
@@ -278,10 +295,12 @@ static bool srn_cm_pool_fill(size_t k, size_t len)
 
 void *srn_cm_zalloc(size_t size)
 {
-	size_t len = SRN_ALIGN_UP(size + SRN_CACHELINE, 4096ul);
-	size_t k = len / 4096 - 1;
+	size_t len = (size_t)1 << SRN_CM_POOL_MIN_SHIFT, k;
 	char *p = NULL;
 
+	while (len < size + SRN_CACHELINE)
+		len <<= 1;
+	k = srn_cm_pool_class(len);
 	if (k < SRN_CM_POOL_SIZES) {
 		pthread_mutex_lock(&srn_cm_pool_lock);
 		if (srn_cm_pool[k] || srn_cm_pool_fill(k, len)) {
@@ -291,9 +310,10 @@ void *srn_cm_zalloc(size_t size)
 		}
 		pthread_mutex_unlock(&srn_cm_pool_lock);
 		if (p)
-			memset(p, 0, len);
+			memset(p + SRN_CACHELINE, 0, size);
 	}
 	if (!p) {
+		len = SRN_ALIGN_UP(size + SRN_CACHELINE, 4096ul);
 		p = mmap(NULL, len, PROT_READ | PROT_WRITE,
 			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (p == MAP_FAILED)
@@ -311,10 +331,12 @@ void srn_cm_zfree(void *ptr)
 	if (!ptr)
 		return;
 	b = (struct srn_cm_pool_blk *)((char *)ptr - SRN_CACHELINE);
-	k = b->len / 4096 - 1;
+	k = srn_cm_pool_class(b->len);
 	if (k < SRN_CM_POOL_SIZES) {
 		pthread_mutex_lock(&srn_cm_pool_lock);
-		if (srn_cm_pool_n[k] < SRN_CM_POOL_PAGES / (k + 1)) {
+		/* a block smaller than a page shares it: always kept */
+		if (b->len < 4096 ||
+		    srn_cm_pool_n[k] < SRN_CM_POOL_BYTES / b->len) {
 			b->next = srn_cm_pool[k];
 			srn_cm_pool[k] = b;
 			srn_cm_pool_n[k]++;
