@@ -311,10 +311,13 @@ static int srn_tcp_answer_head(struct srn_tcp_link *l,
 
 	if (err)
 		return err;
+	/* a PSN we sent: its WQE is in flight, so its slot stays put (an
+	 * empty send queue may move its slots: srn_sq_rebase) */
+	if ((int32_t)(last - h->psn) < 0 || h->psn != l->resp_psn)
+		return -EPROTO;
 	w = srn_sq_wqe(l->qp, l->resp_pos);
 	/* acquire: pairs with the release of w->psn in srn_tcp_send_request */
-	if ((int32_t)(last - h->psn) < 0 || h->psn != l->resp_psn ||
-	    __atomic_load_n(&w->psn, __ATOMIC_ACQUIRE) != h->psn)
+	if (__atomic_load_n(&w->psn, __ATOMIC_ACQUIRE) != h->psn)
 		return -EPROTO;
 	*w_p = w;
 	return 0;
@@ -426,6 +429,7 @@ int srn_tcp_req_on_msg(struct srn_tcp_link *l, const struct srn_wire_hdr *h)
 {
 	struct srn_qp *qp = l->qp;
 	struct srn_swqe *w;
+	bool answer;
 
 	l->rx_answers++; /* the ACK timer: the peer is answering */
 	if (h->opcode == SRN_WOP_ACK && h->aux == SRN_WS_OK)
@@ -434,10 +438,13 @@ int srn_tcp_req_on_msg(struct srn_tcp_link *l, const struct srn_wire_hdr *h)
 	    srn_tcp_rnr_nak(l, h))
 		return 0; /* not done: sent again later */
 	w = srn_sq_wqe(qp, l->resp_pos);
+	/* read before the WQE is done: from then on the completer may free
+	 * its slot and a post reuse it */
+	answer = srn_tcp_wants_answer(w);
 	srn_tcp_wqe_done(qp, w, l->resp_status);
 	l->resp_pos++;
 	l->resp_psn++;
-	if (srn_tcp_wants_answer(w)) {
+	if (answer) {
 		/* acquire: pairs with the releases of tstate in
 		 * srn_tcp_connect and srn_tcp_connect_wait */
 		struct srn_tcp_qp *tq =
