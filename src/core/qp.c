@@ -7,8 +7,10 @@
  * (verbs/verbs_qp.c) put the object, the engine and the transports
  * together; the state machine is the engine's (engine/qp_state.c).
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "core/core.h"
@@ -91,15 +93,23 @@ static void srn_qp_free(struct srn_qp *qp)
 	free(qp);
 }
 
+/* the fields every post touches fill two cache lines (struct srn_qp) */
+static_assert(offsetof(struct srn_qp, sq) + sizeof(struct srn_sq) <=
+		      offsetof(struct srn_qp, ctx) + 128,
+	      "the data path's fields of a QP span more than two lines");
+
 static struct srn_qp *srn_qp_alloc(struct srn_context *ctx,
 				   struct ibv_qp_init_attr_ex *a, int *err)
 {
-	struct srn_qp *qp = calloc(1, sizeof(*qp));
+	/* aligned: its data path's fields are two whole cache lines */
+	struct srn_qp *qp = aligned_alloc(_Alignof(struct srn_qp),
+					  SRN_ALIGN_UP(sizeof(*qp), 64));
 
 	if (!qp) {
 		*err = -ENOMEM;
 		return NULL;
 	}
+	memset(qp, 0, sizeof(*qp));
 	qp->ctx = ctx;
 	qp->seg.fd = -1;
 	qp->cap = a->cap;
