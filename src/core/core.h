@@ -87,10 +87,18 @@ struct srn_async_event {
 	struct ibv_async_event ev;
 };
 
+/* From this many QPs open at once, posts prefetch what they will touch
+ * (core/sq.h): with few, it is warm, and prefetching a WRITE's target for
+ * writing steals the line a ping-pong's peer is polling. */
+#define SRN_QP_PREFETCH_MIN 64
+
 struct srn_context {
 	struct srn_list link; /* in the progress thread's context list */
 	pid_t owner_pid;
 	uint32_t handle;
+	/* SRN_QP_PREFETCH_MIN QPs were open at once (set under lock, never
+	 * cleared; read relaxed by posts: a hint) */
+	atomic_bool many_qps;
 	pthread_mutex_t lock; /* object lists, handles, MR table */
 	struct srn_list qps, cqs, srqs;
 	uint32_t nqp, ncq, nsrq, npd, nmr, nah;

@@ -293,8 +293,10 @@ int srn_qp_create(struct srn_context *ctx, struct ibv_qp_init_attr_ex *a,
 		return err;
 	pthread_mutex_lock(&ctx->lock);
 	err = ctx->nqp >= SRN_MAX_QP ? -ENOMEM : 0;
-	if (!err)
-		ctx->nqp++;
+	if (!err && ++ctx->nqp >= SRN_QP_PREFETCH_MIN)
+		/* relaxed: a hint for posts (srn_sq_prefetch) */
+		atomic_store_explicit(&ctx->many_qps, true,
+				      memory_order_relaxed);
 	pthread_mutex_unlock(&ctx->lock);
 	if (err)
 		return err;

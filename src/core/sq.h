@@ -18,13 +18,23 @@
  * comes once every QP-count posts): their loads start before sq_lock.
  * A WRITE's target is guessed from the QP's last WRITE (pf_delta, written
  * by the same-host transport that executed it; 0: no guess). A prefetch
- * never faults, so a wrong guess costs nothing but the load.
+ * never faults, so a wrong guess costs nothing but the load. With few QPs
+ * (SRN_QP_PREFETCH_MIN) nothing is prefetched.
  */
+static inline bool srn_sq_prefetching(const struct srn_qp *qp)
+{
+	/* relaxed: a hint (struct srn_context) */
+	return atomic_load_explicit(&qp->ctx->many_qps, memory_order_relaxed);
+}
+
 static inline void srn_sq_prefetch_target(struct srn_qp *qp, uint64_t raddr)
 {
-	/* relaxed: a hint (see struct srn_qp) */
-	uint64_t delta = __atomic_load_n(&qp->pf_delta, __ATOMIC_RELAXED);
+	uint64_t delta;
 
+	if (!srn_sq_prefetching(qp))
+		return;
+	/* relaxed: a hint (see struct srn_qp) */
+	delta = __atomic_load_n(&qp->pf_delta, __ATOMIC_RELAXED);
 	if (delta)
 		__builtin_prefetch((const void *)(uintptr_t)(raddr + delta), 1);
 }
@@ -32,6 +42,8 @@ static inline void srn_sq_prefetch_target(struct srn_qp *qp, uint64_t raddr)
 static inline void srn_sq_prefetch(struct srn_qp *qp,
 				   const struct ibv_send_wr *wr)
 {
+	if (!srn_sq_prefetching(qp))
+		return;
 	if (wr->num_sge > 0)
 		__builtin_prefetch((const void *)(uintptr_t)wr->sg_list[0].addr,
 				   0);
