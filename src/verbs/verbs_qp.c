@@ -316,10 +316,10 @@ static int srn_qp_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	if (srn_unlikely(st == IBV_QPS_ERR))
 		srn_qp_flush_recv(qp);
 	srn_unlock(&qp->rq_lock);
-	/* the unlock's exchange, then a full barrier: the ring's prod is
-	 * visible before we look for a waiting initiator (pairs with the
-	 * seq_cst fence in srn_resp_peek_recv) */
-	srn_smp_mb_after_atomic();
+	/* a full barrier (the unlock is a plain store): the ring's new
+	 * WQEs are visible before we look for a waiting initiator (pairs
+	 * with the seq_cst fence in srn_resp_peek_recv) */
+	srn_smp_mb();
 	if (srn_qp_take_peer_waiting(qp))
 		srn_ctl_kick_peers(qp);
 	return err;

@@ -118,9 +118,10 @@ static int srn_srq_post_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 		return EINVAL;
 	}
 	err = srn_srq_post(srq, wr, bad_wr);
-	/* srn_srq_post's unlock, then a full barrier (pairs with the
-	 * seq_cst fence in srn_resp_peek_recv; see srn_qp_post_recv) */
-	srn_smp_mb_after_atomic();
+	/* a full barrier after srn_srq_post's unlock, a plain store (pairs
+	 * with the seq_cst fence in srn_resp_peek_recv; see
+	 * srn_qp_post_recv) */
+	srn_smp_mb();
 	if (srn_srq_take_peer_waiting(srq))
 		srn_srq_wake_waiters(srq);
 	return err;

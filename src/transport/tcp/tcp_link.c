@@ -752,10 +752,10 @@ static int srn_tcp_drain(struct srn_tcp_link *l, bool block, bool ack)
  * side queued meanwhile are sent now (it could not take the lock). */
 static void srn_tcp_tx_catch_up(struct srn_tcp_link *l)
 {
-	/* the caller's unlock of tx_lock is an exchange: a full barrier
+	/* the caller's unlock of tx_lock is a plain store: a full barrier
 	 * after it (pairs with the fence in srn_tcp_tx_kick) keeps the
 	 * exchange below from passing it */
-	srn_smp_mb_after_atomic();
+	srn_smp_mb();
 	/* seq_cst: pairs with the seq_cst store in srn_tcp_tx_kick; one of
 	 * the two sides is meant to see the other's work (but the other
 	 * side's trylock is acquire, its failure load relaxed: see
