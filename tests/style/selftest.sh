@@ -52,11 +52,11 @@ expect_fail "atomic without a comment" \
 	"srn_lock.h:[0-9]*: atomic: __atomic_store_n: no comment names its order"
 
 fresh # a comment naming the wrong order
-sed -i 's|/\* acquire: pairs with the release in srn_unlock\. Mark|/* release: pairs with the acquire in srn_unlock. Mark|' \
+sed -i 's|/\* seq_cst: pairs with the load in srn_unlock_release \*/|/* release: pairs with the load in srn_unlock_release */|' \
 	"$tmp/src/util/lock.c"
-grep -q 'release: pairs with the acquire in srn_unlock' "$tmp/src/util/lock.c"
+grep -q 'release: pairs with the load in srn_unlock_release' "$tmp/src/util/lock.c"
 expect_fail "wrong order named" \
-	"lock.c:[0-9]*: atomic: __atomic_exchange_n: comment names release, the code uses acquire"
+	"lock.c:[0-9]*: atomic: __atomic_fetch_add: comment names release, the code uses seq_cst"
 
 fresh # an acquire that does not say what it pairs with
 sed -i 's|/\* acquire: pairs with the release in srn_unlock; relaxed on|/* acquire: takes the lock; relaxed on|' \

@@ -15,7 +15,10 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <linux/membarrier.h>
+#include <stdio.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "engine/engine.h"
@@ -42,15 +45,21 @@ static void pin(int cpu)
 	pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
 }
 
-/* Both sides leave round r's start line together (a test's spin). */
+/* Both sides leave round r's start line together (a test's spin):
+ * arrive counts 2 per round. */
+static void arrive_together(unsigned *arrive, unsigned r)
+{
+	/* acq_rel: pairs with the other side's increment (the state one
+	 * side reset for this round is seen by the other) */
+	__atomic_fetch_add(arrive, 1, __ATOMIC_ACQ_REL);
+	/* acquire: pairs with the acq_rel increments above */
+	while (__atomic_load_n(arrive, __ATOMIC_ACQUIRE) < 2 * (r + 1))
+		;
+}
+
 static void start_line(struct race *x, unsigned r)
 {
-	/* acq_rel: pairs with the other side's increment (the state the
-	 * owner reset for this round is seen by the producer) */
-	__atomic_fetch_add(&x->arrive, 1, __ATOMIC_ACQ_REL);
-	/* acquire: pairs with the acq_rel increments above */
-	while (__atomic_load_n(&x->arrive, __ATOMIC_ACQUIRE) < 2 * (r + 1))
-		;
+	arrive_together(&x->arrive, r);
 }
 
 /* The owner runs the rounds: resets, races, then judges each. */
@@ -219,9 +228,167 @@ static void test_cq_stale_prod(void)
 	free(x.shm);
 }
 
+#define FENCE_ROUNDS 200000
+
+struct fence_race {
+	struct srn_lock lock __attribute__((aligned(64)));
+	unsigned arrive __attribute__((aligned(64)));
+	unsigned done; /* rounds the sleeper has tried */
+	unsigned judged; /* rounds the unlocker has judged */
+	bool got; /* this round's trylock, written before done */
+	unsigned lost, woke, took;
+};
+
+static void *fence_unlocker(void *arg)
+{
+	struct fence_race *x = arg;
+
+	pin(0);
+	for (unsigned r = 0; r < FENCE_ROUNDS; r++) {
+		bool wake;
+
+		/* relaxed: the sleeper is past last round (done, below) */
+		__atomic_store_n(&x->lock.v, 1, __ATOMIC_RELAXED);
+		arrive_together(&x->arrive, r);
+		wake = srn_unlock_release(&x->lock);
+		/* acquire: pairs with the release of done in fence_sleeper */
+		while (__atomic_load_n(&x->done, __ATOMIC_ACQUIRE) != r + 1)
+			;
+		x->woke += wake;
+		x->took += x->got;
+		if (!wake && !x->got)
+			x->lost++;
+		/* release: pairs with the acquire in fence_sleeper */
+		__atomic_store_n(&x->judged, r + 1, __ATOMIC_RELEASE);
+	}
+	return NULL;
+}
+
+static void *fence_sleeper(void *arg)
+{
+	struct fence_race *x = arg;
+
+	pin(1);
+	for (unsigned r = 0; r < FENCE_ROUNDS; r++) {
+		arrive_together(&x->arrive, r);
+		CHECK(srn_lock_announce(&x->lock) == 0);
+		x->got = srn_trylock(&x->lock);
+		/* release: pairs with the acquire in fence_unlocker */
+		__atomic_store_n(&x->done, r + 1, __ATOMIC_RELEASE);
+		/* a sleeper stays counted while it sleeps: until the
+		 * unlocker has looked. acquire: pairs with the release of
+		 * judged in fence_unlocker */
+		while (__atomic_load_n(&x->judged, __ATOMIC_ACQUIRE) != r + 1)
+			;
+		srn_lock_unannounce(&x->lock);
+	}
+	return NULL;
+}
+
+static void test_lock_fence(void)
+{
+	struct fence_race *x = aligned_alloc(64, sizeof(*x));
+	pthread_t a, b;
+
+	memset(x, 0, sizeof(*x));
+	pthread_create(&a, NULL, fence_unlocker, x);
+	pthread_create(&b, NULL, fence_sleeper, x);
+	pthread_join(a, NULL);
+	pthread_join(b, NULL);
+	printf("lock_fence (%s unlock): %u rounds, %u woke, %u took the "
+	       "lock, %u lost\n",
+	       srn_lock_asym ? "store" : "exchange", FENCE_ROUNDS, x->woke,
+	       x->took, x->lost);
+	CHECK(x->lost == 0);
+	free(x);
+}
+
+#define LOCK_THREADS 4
+#define LOCK_ITERS 200000
+
+struct lock_race {
+	struct srn_lock lock;
+	unsigned long count; /* under lock */
+	unsigned finished; /* threads done */
+};
+
+static void *locker(void *arg)
+{
+	struct lock_race *x = arg;
+	static unsigned next;
+	/* relaxed: a thread number only */
+	unsigned me = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED);
+
+	pin((int)me);
+	for (unsigned i = 0; i < LOCK_ITERS; i++) {
+		srn_lock(&x->lock);
+		x->count++;
+		/* now and then hold it long enough for the others to sleep */
+		if ((i + me) % 4096 == 0)
+			usleep(200);
+		srn_unlock(&x->lock);
+	}
+	/* release: pairs with the acquire in lock_race_run */
+	__atomic_fetch_add(&x->finished, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static void lock_race_run(bool asym)
+{
+	struct lock_race x = { .lock = SRN_LOCK_INIT };
+	pthread_t t[LOCK_THREADS];
+	bool was = srn_lock_asym;
+	unsigned waited = 0;
+
+	srn_lock_asym = asym && was; /* no lock of the library is in use */
+	for (int i = 0; i < LOCK_THREADS; i++)
+		pthread_create(&t[i], NULL, locker, &x);
+	/* acquire: pairs with the release in locker. 60 s: far beyond a
+	 * slow machine's need (about a second here), short of ctest's
+	 * timeout, so that a stuck thread is named as such */
+	while (__atomic_load_n(&x.finished, __ATOMIC_ACQUIRE) < LOCK_THREADS &&
+	       waited++ < 60000)
+		usleep(1000);
+	printf("lock_sleepers (%s unlock): %u/%d threads finished, count %lu "
+	       "of %lu\n",
+	       srn_lock_asym ? "store" : "exchange", x.finished, LOCK_THREADS,
+	       x.count, (unsigned long)LOCK_THREADS * LOCK_ITERS);
+	CHECK(x.finished == LOCK_THREADS);
+	if (x.finished != LOCK_THREADS) { /* stuck threads: end here */
+		unit_summary();
+		exit(1);
+	}
+	for (int i = 0; i < LOCK_THREADS; i++)
+		pthread_join(t[i], NULL);
+	CHECK(x.count == (unsigned long)LOCK_THREADS * LOCK_ITERS);
+	for (unsigned b = 0; b < SRN_LOCK_SLEEPERS; b++)
+		CHECK(srn_lock_sleepers_tab[b] == 0);
+	srn_lock_asym = was;
+}
+
+static void test_lock_sleepers(void)
+{
+	long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+
+	/* the library chose the plain store where membarrier works */
+	CHECK(srn_lock_asym ==
+	      (cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED)));
+	lock_race_run(true);
+	lock_race_run(false);
+}
+
 int main(void)
 {
 	test_cq_arm_race();
 	test_cq_stale_prod();
+	test_lock_fence();
+	{
+		bool was = srn_lock_asym;
+
+		srn_lock_asym = false;
+		test_lock_fence();
+		srn_lock_asym = was;
+	}
+	test_lock_sleepers();
 	return unit_summary();
 }
