@@ -295,12 +295,13 @@ static bool srn_cm_pool_fill(size_t k, size_t len)
 
 void *srn_cm_zalloc(size_t size)
 {
-	size_t len = (size_t)1 << SRN_CM_POOL_MIN_SHIFT, k;
+	size_t len = (size_t)1 << SRN_CM_POOL_MIN_SHIFT, k = 0;
 	char *p = NULL;
 
-	while (len < size + SRN_CACHELINE)
+	/* the block: a power of two, its class k (SRN_CM_POOL_SIZES and
+	 * beyond: none) */
+	for (; len < size + SRN_CACHELINE; k++)
 		len <<= 1;
-	k = srn_cm_pool_class(len);
 	if (k < SRN_CM_POOL_SIZES) {
 		pthread_mutex_lock(&srn_cm_pool_lock);
 		if (srn_cm_pool[k] || srn_cm_pool_fill(k, len)) {
