@@ -10,7 +10,8 @@
  *
  * v is 0 free or 1 held. Whoever sleeps on a lock counts itself in a
  * process-wide table of sleeper counts (srn_lock_sleepers, hashed by
- * address; a collision costs a spurious wake-up, nothing else). The
+ * address; a collision costs the other lock's unlocks a futex wake-up
+ * call each while the sleeper waits, nothing else). The
  * unlocker stores v = 0 and then loads that count; the sleeper increments
  * it and then loads v (its trylock). Each side stores, then loads what
  * the other stored, so each needs a full barrier in between: the sleeper,
