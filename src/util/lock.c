@@ -74,6 +74,7 @@ void srn_unlock_wake(struct srn_lock *l)
 {
 	syscall(SYS_futex, &l->v, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
+
 /* Sleeps while *addr == val, at most timeout_ns; the word may be in
  * memory shared with other processes (no FUTEX_PRIVATE). A wake-up,
  * a changed value, a signal or the timeout all return: the caller
