@@ -745,7 +745,9 @@ void srn_cq_clean(struct srn_cq *cq, uint32_t qpn)
 /*
  * An inline receive CQE (struct srn_cqe_inl, from a same-host initiator):
  * its payload goes to the receive SGE it names once our own TPT says that
- * key is an MR of ours with LOCAL_WRITE that holds the bytes; *out gets
+ * key is an MR of ours with LOCAL_WRITE that holds the bytes (and not an
+ * ODP one, whose pages may be missing: initiators place into those with
+ * process_vm_writev, which cannot fault); *out gets
  * the completion it stands for. One that fails the checks (a peer that
  * lies, or an MR deregistered under a posted receive) completes with
  * IBV_WC_LOC_PROT_ERR and places nothing. What a peer wrote is read once.
@@ -777,6 +779,7 @@ void srn_cq_inl_take(struct srn_cq *cq, const struct srn_cqe *c,
 			   __atomic_load_n(&in->lkey, __ATOMIC_RELAXED),
 			   &ref) ||
 	    (ref.flags & SRN_TPT_MW) ||
+	    (ref.access & IBV_ACCESS_ON_DEMAND) || /* pages may be missing */
 	    srn_key_check_span(&ref, IBV_ACCESS_LOCAL_WRITE, addr, len) !=
 		    SRN_KEY_OK) {
 		out->status = out->vendor_err = IBV_WC_LOC_PROT_ERR;

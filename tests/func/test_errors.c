@@ -22,6 +22,9 @@ enum scen {
 	S_LEN_ERR,
 	S_RNR_EXC,
 	S_RNR_RECOVER,
+	S_RECV_BAD_LKEY_SMALL,
+	S_RECV_BAD_LKEY,
+	S_RECV_BAD_SGE2,
 	S_FULL_SQ,
 };
 
@@ -35,6 +38,9 @@ static const char *const scen_names[] = {
 	[S_LEN_ERR] = "send_too_long->LOC_LEN_ERR",
 	[S_RNR_EXC] = "no_recv->RNR_RETRY_EXC_ERR",
 	[S_RNR_RECOVER] = "rnr_then_recv->SUCCESS",
+	[S_RECV_BAD_LKEY_SMALL] = "small_send_recv_bad_lkey->REM_OP_ERR",
+	[S_RECV_BAD_LKEY] = "send_recv_bad_lkey->REM_OP_ERR",
+	[S_RECV_BAD_SGE2] = "small_send_recv_bad_second_sge->REM_OP_ERR",
 	[S_FULL_SQ] = "full_sq->ENOMEM",
 };
 
@@ -123,6 +129,10 @@ static int remote_op(struct side *s, const struct peer_info *p, enum scen sc)
 		return post_send1(s->qp, IBV_WR_RDMA_READ, s->buf, 64,
 				  s->mr->lkey, p->addr, p->rkey,
 				  IBV_SEND_SIGNALED, 1);
+	case S_RECV_BAD_LKEY_SMALL:
+	case S_RECV_BAD_SGE2: /* small: its payload would ride in the CQE */
+		return post_send1(s->qp, IBV_WR_SEND, s->buf, 8, s->mr->lkey, 0,
+				  0, IBV_SEND_SIGNALED, 1);
 	default:
 		return post_send1(s->qp, IBV_WR_SEND, s->buf, 256, s->mr->lkey,
 				  0, 0, IBV_SEND_SIGNALED, 1);
@@ -139,6 +149,9 @@ static const enum ibv_wc_status init_status[] = {
 	[S_LEN_ERR] = IBV_WC_REM_INV_REQ_ERR,
 	[S_RNR_EXC] = IBV_WC_RNR_RETRY_EXC_ERR,
 	[S_RNR_RECOVER] = IBV_WC_SUCCESS,
+	[S_RECV_BAD_LKEY_SMALL] = IBV_WC_REM_OP_ERR,
+	[S_RECV_BAD_LKEY] = IBV_WC_REM_OP_ERR,
+	[S_RECV_BAD_SGE2] = IBV_WC_REM_OP_ERR,
 };
 
 static int full_sq(struct side *s)
@@ -193,6 +206,19 @@ static int err_init(struct chan *c, void *arg)
 	return t_failures;
 }
 
+/* A receive of two SGEs whose second key is bad (wr_id 10). */
+static int recv_bad_second(struct side *s)
+{
+	struct ibv_sge sge[2] = {
+		{ (uintptr_t)s->buf, 100, s->mr->lkey },
+		{ (uintptr_t)s->buf + 100, 100, s->mr->lkey ^ 0x5a5a0000 },
+	};
+	struct ibv_recv_wr wr = { .wr_id = 10, .sg_list = sge, .num_sge = 2 };
+	struct ibv_recv_wr *bad;
+
+	return ibv_post_recv(s->qp, &wr, &bad);
+}
+
 static int err_target(struct chan *c, void *arg)
 {
 	enum scen sc = (enum scen)(uintptr_t)arg;
@@ -208,6 +234,12 @@ static int err_target(struct chan *c, void *arg)
 		CHECK(!post_recv1(s.qp, s.buf, 100, s.mr->lkey, 7), "recv");
 	if (remote_err)
 		CHECK(!post_recv1(s.qp, s.buf, 100, s.mr->lkey, 8), "recv");
+	if (sc == S_RECV_BAD_LKEY_SMALL || sc == S_RECV_BAD_LKEY)
+		CHECK(!post_recv1(s.qp, s.buf, 512, s.mr->lkey ^ 0x5a5a0000,
+				  10),
+		      "recv with a bad lkey");
+	if (sc == S_RECV_BAD_SGE2)
+		CHECK(!recv_bad_second(&s), "recv, second SGE's key bad");
 	chan_barrier(c);
 	if (sc == S_RNR_RECOVER) {
 		chan_barrier(c);
@@ -222,6 +254,14 @@ static int err_target(struct chan *c, void *arg)
 		/* the responder's error moves the target QP to ERR too */
 		CHECK(wait_err(s.qp), "target QP must go to ERR");
 		expect_wc(s.cq, IBV_WC_WR_FLUSH_ERR, 8, "target recv flushed");
+	}
+	if (sc == S_RECV_BAD_LKEY_SMALL || sc == S_RECV_BAD_LKEY ||
+	    sc == S_RECV_BAD_SGE2) {
+		/* the receive's keys are checked (all of its SGEs, as the
+		 * bytes could go to any) before anything is placed */
+		expect_wc(s.cq, IBV_WC_LOC_PROT_ERR, 10, "target LOC_PROT_ERR");
+		CHECK(wait_err(s.qp), "target QP must go to ERR");
+		CHECK(s.buf[0] == 0, "nothing placed");
 	}
 	if (sc == S_BAD_LKEY || sc == S_READ_NO_LOCAL_WRITE)
 		CHECK(qp_state(s.qp) == IBV_QPS_RTS,

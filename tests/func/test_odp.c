@@ -118,6 +118,9 @@ static int odp_init(struct chan *c, void *arg)
 	CHECK(op(&s, IBV_WR_SEND, lbuf, 4096, lmr->lkey, 0, 0) ==
 		      IBV_WC_SUCCESS,
 	      "send into ODP");
+	/* a small one, which could ride in the CQE: placed by us too */
+	CHECK(op(&s, IBV_WR_SEND, lbuf, 8, lmr->lkey, 0, 0) == IBV_WC_SUCCESS,
+	      "small send into ODP");
 	chan_barrier(c); /* 1: the target checks, then remaps */
 	chan_barrier(c); /* 2 */
 	CHECK(op(&s, IBV_WR_RDMA_READ, lbuf + 32768, 16, lmr->lkey,
@@ -161,10 +164,15 @@ static int odp_target(struct chan *c, void *arg)
 	d.imp_buf = (uintptr_t)ibuf;
 	CHECK(!post_recv1(s.qp, exp + 32768, 4096, emr->lkey, 9),
 	      "receive into ODP");
+	CHECK(!post_recv1(s.qp, exp + 40960, 64, emr->lkey, 11),
+	      "small receive into ODP");
 	chan_send(c, &d, sizeof(d));
 	chan_barrier(c); /* 1 */
 	CHECK(exp[0] == 0x5c && exp[8191] == 0x5c, "WRITE data");
 	CHECK(exp[32768] == 0x5c && exp[32768 + 4095] == 0x5c, "SEND data");
+	CHECK(exp[40960] == 0x5c && exp[40960 + 7] == 0x5c &&
+		      exp[40960 + 8] == 0,
+	      "small SEND data, placed before any poll");
 	/* new pages at the same addresses, after registration */
 	CHECK(mmap(rm, LEN, PROT_READ | PROT_WRITE,
 		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == rm,

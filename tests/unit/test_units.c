@@ -486,6 +486,12 @@ static void test_cq_inline(void)
 	      IBV_WC_LOC_PROT_ERR);
 	CHECK(cq_inline_one(ibcq, gone, (uintptr_t)gbuf, 8) ==
 	      IBV_WC_LOC_PROT_ERR); /* deregistered */
+	g = ibv_reg_mr(pd, gbuf, sizeof(gbuf),
+		       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND);
+	CHECK(g && cq_inline_one(ibcq, g->lkey, (uintptr_t)gbuf, 8) ==
+			   IBV_WC_LOC_PROT_ERR); /* ODP: pages may be missing */
+	if (g)
+		ibv_dereg_mr(g);
 	CHECK(all_zero(wbuf, sizeof(wbuf)) && all_zero(rbuf, sizeof(rbuf)) &&
 	      all_zero(gbuf, sizeof(gbuf)));
 	ibv_dereg_mr(w);

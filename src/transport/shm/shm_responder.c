@@ -247,15 +247,13 @@ void srn_resp_complete(struct srn_peer *p, const struct srn_rwqe *rw,
 /*
  * May the SEND w into rw go as an inline receive CQE (struct srn_cqe_inl)?
  * A small SEND (not WITH_INV) on a connection (not UD, not XRC), whose
- * first receive SGE (dst[0], mapped: no bit in pvm) holds it, to a CQ
- * that takes no timestamps.
+ * first receive SGE holds it, to a CQ that takes no timestamps.
  */
 bool srn_resp_inline_ok(const struct srn_peer *p, const struct srn_rwqe *rw,
-			const struct srn_swqe *w, uint32_t pvm)
+			const struct srn_swqe *w)
 {
 	if (!w->total_len || w->total_len > SRN_CQE_INL_MAX || p->datagram ||
-	    p->xsrq || (pvm & 1u) || !rw->num_sge ||
-	    rw->sge[0].length < w->total_len)
+	    p->xsrq || !rw->num_sge || rw->sge[0].length < w->total_len)
 		return false;
 	if (w->opcode != IBV_WR_SEND && w->opcode != IBV_WR_SEND_WITH_IMM)
 		return false;
@@ -263,6 +261,39 @@ bool srn_resp_inline_ok(const struct srn_peer *p, const struct srn_rwqe *rw,
 	 * srn_cq_post) */
 	return !(__atomic_load_n(&p->cqv.shm->flags, __ATOMIC_RELAXED) &
 		 SRN_CQF_TIMESTAMP);
+}
+
+/*
+ * The receive WQE rw of an inline receive CQE: each SGE a LOCAL_WRITE MR
+ * of the target QP's PD that holds it, the checks srn_resp_recv_sges
+ * makes (key, PD, access, bounds), without resolving the memory: the
+ * target's poll places the bytes, after its own check. 0, -EACCES, or 1:
+ * an ODP MR, whose pages may be missing (only process_vm_* reaches it
+ * without a fault), so no inline CQE.
+ */
+int srn_resp_inline_check(struct srn_peer *p, const struct srn_rwqe *rw)
+{
+	struct srn_key_ref ref;
+	enum srn_key_err ke;
+
+	for (uint32_t i = 0; i < rw->num_sge; i++) {
+		const struct srn_rsge *s = &rw->sge[i];
+
+		if (!s->length)
+			continue;
+		ke = srn_key_check(p->tpt, s->lkey, p->pd_handle,
+				   IBV_ACCESS_LOCAL_WRITE, s->addr, s->length,
+				   &ref);
+		if (ke != SRN_KEY_OK) {
+			srn_dbg("QP 0x%06x: key 0x%x at the target: %s",
+				p->qp->ibqpx.qp_base.qp_num, s->lkey,
+				srn_key_err_names[ke]);
+			return -EACCES;
+		}
+		if (ref.access & IBV_ACCESS_ON_DEMAND)
+			return 1;
+	}
+	return 0;
 }
 
 /* The receive CQE of rw with the SEND's payload (src, ns) in it, posted:
@@ -287,9 +318,19 @@ void srn_resp_complete_inline(struct srn_peer *p, const struct srn_rwqe *rw,
 		.rq_pos = p->rq_pos,
 	};
 	/* the payload's w->total_len bytes; the rest stays zero */
-	to[0] = (struct iovec){ u.inl.data, sizeof(u.inl.data) };
-	to[1] = (struct iovec){ u.inl.data2, sizeof(u.inl.data2) };
-	srn_iov_copy(to, 2, src, ns);
+	if (ns == 1) { /* one SGE or inline data: no list walk */
+		uint32_t len = (uint32_t)w->total_len, head = len;
+
+		if (head > sizeof(u.inl.data))
+			head = sizeof(u.inl.data);
+		memcpy(u.inl.data, src->iov_base, head);
+		memcpy(u.inl.data2, (const uint8_t *)src->iov_base + head,
+		       len - head);
+	} else {
+		to[0] = (struct iovec){ u.inl.data, sizeof(u.inl.data) };
+		to[1] = (struct iovec){ u.inl.data2, sizeof(u.inl.data2) };
+		srn_iov_copy(to, 2, src, ns);
+	}
 	if (w->opcode == IBV_WR_SEND_WITH_IMM) {
 		u.inl.imm_data = w->imm_data;
 		flags |= SRN_CQE_INL_IMM;

@@ -127,6 +127,36 @@ static int srn_send_reject(struct srn_peer *p, const struct srn_rwqe *rw,
 	return 0;
 }
 
+/* Takes the target's next receive WQE for the SEND w into *rb: *small
+ * when it goes as an inline receive CQE (its SGEs only checked), else its
+ * SGEs resolved into dst (*cap_p, *pvm_p). Returns 0 with the checks'
+ * result in *rerr_p (-EAGAIN: an MR to fetch first, the WQE stays), or
+ * -EAGAIN when there is no WQE (RNR). */
+static int srn_shm_take_recv(struct srn_peer *p, const struct srn_swqe *w,
+			     struct srn_rwqe_buf *rb, struct iovec *dst,
+			     uint64_t *cap_p, uint32_t *pvm_p, bool *small,
+			     int *rerr_p)
+{
+	uint64_t pos;
+	int err, rerr;
+
+	do {
+		err = srn_resp_peek_recv(p, &rb->w, &pos);
+		if (err == -EAGAIN)
+			return err;
+		*small = !err && srn_resp_inline_ok(p, &rb->w, w);
+		rerr = *small ? srn_resp_inline_check(p, &rb->w) : err;
+		if (rerr > 0) /* ODP: placed here */
+			*small = false;
+		if (!err && !*small)
+			rerr = srn_resp_recv_sges(p, &rb->w, dst, cap_p, pvm_p);
+		if (rerr == -EAGAIN)
+			break; /* an MR to fetch: the WQE stays */
+	} while (!srn_resp_commit_recv(p, pos));
+	*rerr_p = rerr;
+	return 0;
+}
+
 static int srn_shm_send(struct srn_qp *qp, struct srn_peer *p,
 			const struct srn_swqe *w, enum ibv_wc_status *status,
 			enum srn_stall *stall)
@@ -134,9 +164,10 @@ static int srn_shm_send(struct srn_qp *qp, struct srn_peer *p,
 	struct iovec src[SRN_MAX_SGE], dst[SRN_MAX_SGE];
 	struct srn_rwqe_buf rb;
 	uint32_t pvm = 0;
+	uint64_t cap = 0;
 	unsigned ns;
-	uint64_t pos, cap;
-	int err, rerr;
+	bool small;
+	int rerr;
 
 	if (srn_local_iov(qp, w, 0, src, &ns)) {
 		*status = IBV_WC_LOC_PROT_ERR;
@@ -144,29 +175,22 @@ static int srn_shm_send(struct srn_qp *qp, struct srn_peer *p,
 	}
 	if (w->opcode == IBV_WR_SEND_WITH_INV && srn_resp_inv_check(p, w))
 		return srn_invalid_request(p, status);
-	do {
-		err = srn_resp_peek_recv(p, &rb.w, &pos);
-		if (err == -EAGAIN) {
-			*stall = SRN_STALL_RNR;
-			return -EAGAIN;
-		}
-		rerr = err ? err :
-			     srn_resp_recv_sges(p, &rb.w, dst, &cap, &pvm);
-		if (rerr == -EAGAIN)
-			return srn_remote_fail(p, rerr, status, stall);
-	} while (!srn_resp_commit_recv(p, pos));
+	if (srn_shm_take_recv(p, w, &rb, dst, &cap, &pvm, &small, &rerr)) {
+		*stall = SRN_STALL_RNR;
+		return -EAGAIN;
+	}
 	if (rerr == -EACCES || rerr == -EPROTO)
 		return srn_send_reject(p, &rb.w, w, IBV_WC_LOC_PROT_ERR,
 				       status);
 	if (rerr)
 		return srn_remote_fail(p, rerr, status, stall);
-	if (w->total_len > cap)
-		return srn_send_reject(p, &rb.w, w, IBV_WC_LOC_LEN_ERR, status);
 	*status = IBV_WC_SUCCESS;
-	if (srn_resp_inline_ok(p, &rb.w, w, pvm)) {
+	if (small) {
 		srn_resp_complete_inline(p, &rb.w, w, src, ns);
 		return 0;
 	}
+	if (w->total_len > cap)
+		return srn_send_reject(p, &rb.w, w, IBV_WC_LOC_LEN_ERR, status);
 	if (!pvm)
 		srn_iov_copy(dst, rb.w.num_sge, src, ns);
 	else if (srn_pvm_scatter(p, dst, rb.w.num_sge, pvm, src, ns))
