@@ -345,6 +345,8 @@ int srn_mw_remote_inv(struct srn_context *ctx, uint32_t key, uint32_t qpn);
 void srn_tpt_fini(struct srn_context *ctx);
 struct ibv_mr *srn_mr_reg(struct ibv_pd *ibpd, void *addr, size_t length,
 			  uint64_t iova, unsigned access);
+/* ODP memory the library touches itself: faulted in first (0, -EFAULT) */
+int srn_odp_fault(uint64_t va, uint64_t len, bool write);
 int srn_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice,
 		  uint32_t flags, struct ibv_sge *sg, uint32_t num_sge);
 int srn_mr_export(struct srn_context *ctx, uint32_t key,
@@ -874,7 +876,8 @@ struct iovec;
 int srn_local_iov(struct srn_qp *qp, const struct srn_swqe *w, unsigned need,
 		  struct iovec *iov, unsigned *n_p);
 int srn_recv_iov(struct srn_qp *qp, const struct srn_rwqe *rw,
-		 struct iovec *iov, unsigned *n_p, uint64_t *cap_p);
+		 struct iovec *iov, unsigned *n_p, uint64_t *cap_p,
+		 uint64_t fill);
 void srn_iov_copy_list(const struct iovec *dst, unsigned nd,
 		       const struct iovec *src, unsigned ns);
 

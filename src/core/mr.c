@@ -562,9 +562,58 @@ int srn_mr_export(struct srn_context *ctx, uint32_t key,
 	return err;
 }
 
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22 /* Linux 5.14 */
+#endif
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
 #endif
+
+/* Does this kernel know MADV_POPULATE_* (Linux 5.14)? Asked once. */
+static bool srn_populate_known(void)
+{
+	static _Alignas(4096) char probe[4096];
+	static int known = -1;
+	/* relaxed: every thread computes the same answer; a race only asks
+	 * twice (pairs with the relaxed store below) */
+	int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
+
+	if (k < 0) {
+		k = !madvise(probe, sizeof(probe), MADV_POPULATE_READ);
+		/* relaxed: as above (pairs with the load above) */
+		__atomic_store_n(&known, k, __ATOMIC_RELAXED);
+	}
+	return k;
+}
+
+/*
+ * Before the library itself touches [va, va + len) of an ODP MR: its pages
+ * faulted in (writable when write), as a device's page fault handler does,
+ * so that memory the application left unmapped (or read-only) is an error
+ * completion instead of a SIGSEGV in the library. 0 or -EFAULT. A kernel
+ * without MADV_POPULATE_* (before 5.14) is only asked, with msync, whether
+ * the range is mapped at all.
+ */
+int srn_odp_fault(uint64_t va, uint64_t len, bool write)
+{
+	uintptr_t start = (uintptr_t)va & ~4095ul;
+	uintptr_t end = ((uintptr_t)(va + len) + 4095) & ~4095ul;
+
+	if (!len)
+		return 0;
+	if (end <= start || va + len < va)
+		return -EFAULT;
+	if (!srn_populate_known()) {
+		if (msync((void *)start, end - start, MS_ASYNC))
+			return -EFAULT;
+		return 0;
+	}
+	/* EINVAL too: a read-only mapping asked to be written */
+	if (madvise((void *)start, end - start,
+		    write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ))
+		return -EFAULT;
+	return 0;
+}
 
 /* Faults the pages of [va, va + len) in, for reading or for writing. A
  * range with nothing mapped is left alone: the access fails later, as

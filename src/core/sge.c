@@ -34,6 +34,10 @@ int srn_local_iov(struct srn_qp *qp, const struct srn_swqe *w, unsigned need,
 		iov[n].iov_base =
 			(void *)(uintptr_t)(ref.va + (s->addr - ref.iova));
 		iov[n++].iov_len = s->length;
+		if (srn_unlikely(ref.access & IBV_ACCESS_ON_DEMAND) &&
+		    srn_odp_fault(ref.va + (s->addr - ref.iova), s->length,
+				  need & IBV_ACCESS_LOCAL_WRITE))
+			return -EACCES; /* nothing mapped there: LOC_PROT_ERR */
 	}
 	*n_p = n;
 	return 0;
@@ -41,9 +45,12 @@ int srn_local_iov(struct srn_qp *qp, const struct srn_swqe *w, unsigned need,
 
 /* The owner's view of a receive WQE of qp: its SGEs checked for
  * LOCAL_WRITE in the context's TPT and resolved to iovecs; their total
- * length in *cap_p. 0, or -EACCES (a bad lkey: LOC_PROT_ERR). */
+ * length in *cap_p. The first fill bytes will be written: those of an ODP
+ * MR are faulted in. 0, or -EACCES (a bad lkey, or nothing mapped where
+ * an ODP MR is written: LOC_PROT_ERR). */
 int srn_recv_iov(struct srn_qp *qp, const struct srn_rwqe *rw,
-		 struct iovec *iov, unsigned *n_p, uint64_t *cap_p)
+		 struct iovec *iov, unsigned *n_p, uint64_t *cap_p,
+		 uint64_t fill)
 {
 	const struct srn_tpt_shm *tpt = srn_ctx_tpt(qp->ctx);
 	uint64_t cap = 0;
@@ -51,6 +58,7 @@ int srn_recv_iov(struct srn_qp *qp, const struct srn_rwqe *rw,
 
 	for (uint32_t i = 0; i < rw->num_sge && i < SRN_MAX_SGE; i++) {
 		const struct srn_rsge *s = &rw->sge[i];
+		uint64_t va, w = fill > cap ? fill - cap : 0;
 		struct srn_key_ref ref;
 
 		if (!s->length)
@@ -59,8 +67,11 @@ int srn_recv_iov(struct srn_qp *qp, const struct srn_rwqe *rw,
 				  IBV_ACCESS_LOCAL_WRITE, s->addr, s->length,
 				  &ref) != SRN_KEY_OK)
 			return -EACCES;
-		iov[n].iov_base =
-			(void *)(uintptr_t)(ref.va + (s->addr - ref.iova));
+		va = ref.va + (s->addr - ref.iova);
+		if ((ref.access & IBV_ACCESS_ON_DEMAND) &&
+		    srn_odp_fault(va, w < s->length ? w : s->length, true))
+			return -EACCES;
+		iov[n].iov_base = (void *)(uintptr_t)va;
 		iov[n++].iov_len = s->length;
 		cap += s->length;
 	}

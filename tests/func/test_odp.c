@@ -191,6 +191,91 @@ static int odp_target(struct chan *c, void *arg)
 	return t_failures;
 }
 
+/* An address nothing is mapped at (a page mapped and unmapped again). */
+static uint64_t hole_addr(void)
+{
+	uint8_t *h = fresh_map(4096);
+
+	if (h)
+		munmap(h, 4096);
+	return (uintptr_t)h;
+}
+
+/* A page mapped read-only. */
+static uint64_t ro_addr(void)
+{
+	void *p =
+		mmap(NULL, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	return p == MAP_FAILED ? 0 : (uintptr_t)p;
+}
+
+enum hole {
+	HOLE_REMOTE,
+	HOLE_LOCAL,
+	HOLE_READONLY
+};
+
+/*
+ * Unmapped memory under an implicit ODP MR, which covers every address: a
+ * WRITE to it ends REM_ACCESS_ERR at the initiator and the target lives
+ * (as a device whose page fault cannot be resolved), and so does a WRITE
+ * to a read-only page; a local SGE on unmapped memory ends LOC_PROT_ERR.
+ * The library takes no SIGSEGV itself.
+ */
+static int hole_init(struct chan *c, void *arg)
+{
+	bool local = (uintptr_t)arg == HOLE_LOCAL;
+	struct side_opts o;
+	struct side s;
+	struct peer_info p, d;
+	struct ibv_mr *imp;
+
+	side_opts_default(&o);
+	REQUIRE(!side_pair(&s, &o, c, &p), "setup");
+	REQUIRE(!chan_recv(c, &d, sizeof(d)), "the hole");
+	imp = ibv_reg_mr(s.pd, NULL, SIZE_MAX, ODP);
+	REQUIRE(imp, "implicit MR: %s", strerror(errno));
+	if (local)
+		CHECK(op(&s, IBV_WR_RDMA_WRITE, (void *)(uintptr_t)hole_addr(),
+			 64, imp->lkey, d.addr, d.rkey) == IBV_WC_LOC_PROT_ERR,
+		      "a local SGE on unmapped memory");
+	else
+		CHECK(op(&s, IBV_WR_RDMA_WRITE, s.buf, 64, s.mr->lkey, d.addr,
+			 d.rkey) == IBV_WC_REM_ACCESS_ERR,
+		      "a WRITE to unmapped memory");
+	chan_barrier(c);
+	ibv_dereg_mr(imp);
+	side_close(&s);
+	return t_failures;
+}
+
+static int hole_target(struct chan *c, void *arg)
+{
+	enum hole h = (enum hole)(uintptr_t)arg;
+	struct side_opts o;
+	struct side s;
+	struct peer_info p, d;
+	struct ibv_mr *imp;
+
+	side_opts_default(&o);
+	REQUIRE(!side_pair(&s, &o, c, &p), "setup");
+	imp = ibv_reg_mr(s.pd, NULL, SIZE_MAX, ODP);
+	REQUIRE(imp, "implicit MR: %s", strerror(errno));
+	/* the local case writes into our (mapped) buffer */
+	d = (struct peer_info){ .rkey = imp->rkey };
+	if (h == HOLE_LOCAL)
+		d = (struct peer_info){ .rkey = s.mr->rkey,
+					.addr = (uintptr_t)s.buf };
+	else
+		d.addr = h == HOLE_REMOTE ? hole_addr() : ro_addr();
+	chan_send(c, &d, sizeof(d));
+	chan_barrier(c);
+	ibv_dereg_mr(imp);
+	side_close(&s);
+	return t_failures;
+}
+
 int main(int argc, char **argv)
 {
 	enum run_mode m = test_mode(argc, argv);
@@ -198,5 +283,11 @@ int main(int argc, char **argv)
 
 	RUN("odp_explicit+remap+implicit+advise", odp_init, odp_target, NULL, m,
 	    pass, fail);
+	RUN("odp_write_to_unmapped->REM_ACCESS_ERR", hole_init, hole_target,
+	    (void *)HOLE_REMOTE, m, pass, fail);
+	RUN("odp_local_sge_unmapped->LOC_PROT_ERR", hole_init, hole_target,
+	    (void *)HOLE_LOCAL, m, pass, fail);
+	RUN("odp_write_to_readonly->REM_ACCESS_ERR", hole_init, hole_target,
+	    (void *)HOLE_READONLY, m, pass, fail);
 	return test_summary(pass, fail);
 }

@@ -150,6 +150,11 @@ static uint32_t srn_tcp_key(struct srn_tcp_link *c, uint32_t key, uint64_t addr,
 				  &ref) != SRN_KEY_OK)
 		return SRN_WS_REM_ACCESS;
 	*ptr = len ? (uint8_t *)(uintptr_t)(ref.va + (addr - ref.iova)) : NULL;
+	/* an ODP MR (or a window on one): nothing mapped there is a remote
+	 * access error, as a device's unresolved page fault */
+	if (len && (ref.map_access & IBV_ACCESS_ON_DEMAND) &&
+	    srn_odp_fault((uintptr_t)*ptr, len, acc != IBV_ACCESS_REMOTE_READ))
+		return SRN_WS_REM_ACCESS;
 	return SRN_WS_OK;
 }
 
@@ -180,12 +185,16 @@ static int srn_tcp_send_sink(struct srn_tcp_link *c,
 	}
 	for (uint32_t i = 0; i < c->rb.w.num_sge; i++) {
 		const struct srn_rsge *s = &c->rb.w.sge[i];
+		uint64_t w = h->len > cap ? h->len - cap : 0;
 		struct srn_key_ref ref;
 
 		if (s->length &&
-		    srn_key_check(srn_tcp_tpt(c), s->lkey, srn_tcp_pd_handle(c),
-				  IBV_ACCESS_LOCAL_WRITE, s->addr, s->length,
-				  &ref) != SRN_KEY_OK) {
+		    (srn_key_check(srn_tcp_tpt(c), s->lkey,
+				   srn_tcp_pd_handle(c), IBV_ACCESS_LOCAL_WRITE,
+				   s->addr, s->length, &ref) != SRN_KEY_OK ||
+		     ((ref.access & IBV_ACCESS_ON_DEMAND) &&
+		      srn_odp_fault(ref.va + (s->addr - ref.iova),
+				    w < s->length ? w : s->length, true)))) {
 			c->st = IBV_WC_LOC_PROT_ERR;
 			c->ws = SRN_WS_REM_OP;
 			*niov = 0;

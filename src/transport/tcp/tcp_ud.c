@@ -146,7 +146,7 @@ static enum ibv_wc_status srn_udp_place(struct srn_qp *qp,
 	unsigned nd;
 	uint64_t cap;
 
-	if (srn_recv_iov(qp, rw, dst, &nd, &cap))
+	if (srn_recv_iov(qp, rw, dst, &nd, &cap, SRN_GRH_LEN + (uint64_t)len))
 		return IBV_WC_LOC_PROT_ERR;
 	if (cap < SRN_GRH_LEN + (uint64_t)len)
 		return IBV_WC_LOC_LEN_ERR;
