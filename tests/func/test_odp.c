@@ -223,19 +223,27 @@ enum hole {
  * to a read-only page; a local SGE on unmapped memory ends LOC_PROT_ERR.
  * The library takes no SIGSEGV itself.
  */
+/* Either side's QP pair and implicit ODP MR (NULL: failed). */
+static struct ibv_mr *hole_setup(struct side *s, struct chan *c,
+				 struct peer_info *p)
+{
+	struct side_opts o;
+
+	side_opts_default(&o);
+	if (side_pair(s, &o, c, p))
+		return NULL;
+	return ibv_reg_mr(s->pd, NULL, SIZE_MAX, ODP);
+}
+
 static int hole_init(struct chan *c, void *arg)
 {
 	bool local = (uintptr_t)arg == HOLE_LOCAL;
-	struct side_opts o;
 	struct side s;
 	struct peer_info p, d;
-	struct ibv_mr *imp;
+	struct ibv_mr *imp = hole_setup(&s, c, &p);
 
-	side_opts_default(&o);
-	REQUIRE(!side_pair(&s, &o, c, &p), "setup");
+	REQUIRE(imp, "setup: %s", strerror(errno));
 	REQUIRE(!chan_recv(c, &d, sizeof(d)), "the hole");
-	imp = ibv_reg_mr(s.pd, NULL, SIZE_MAX, ODP);
-	REQUIRE(imp, "implicit MR: %s", strerror(errno));
 	if (local)
 		CHECK(op(&s, IBV_WR_RDMA_WRITE, (void *)(uintptr_t)hole_addr(),
 			 64, imp->lkey, d.addr, d.rkey) == IBV_WC_LOC_PROT_ERR,
@@ -253,15 +261,11 @@ static int hole_init(struct chan *c, void *arg)
 static int hole_target(struct chan *c, void *arg)
 {
 	enum hole h = (enum hole)(uintptr_t)arg;
-	struct side_opts o;
 	struct side s;
 	struct peer_info p, d;
-	struct ibv_mr *imp;
+	struct ibv_mr *imp = hole_setup(&s, c, &p);
 
-	side_opts_default(&o);
-	REQUIRE(!side_pair(&s, &o, c, &p), "setup");
-	imp = ibv_reg_mr(s.pd, NULL, SIZE_MAX, ODP);
-	REQUIRE(imp, "implicit MR: %s", strerror(errno));
+	REQUIRE(imp, "setup: %s", strerror(errno));
 	/* the local case writes into our (mapped) buffer */
 	d = (struct peer_info){ .rkey = imp->rkey };
 	if (h == HOLE_LOCAL)
