@@ -191,14 +191,15 @@ static int odp_target(struct chan *c, void *arg)
 	return t_failures;
 }
 
-/* An address nothing is mapped at (a page mapped and unmapped again). */
-static uint64_t hole_addr(void)
+/* A page nothing may touch (PROT_NONE): a fault like unmapped memory,
+ * and reserved while the test runs, so that no mapping made meanwhile can
+ * land there (a page unmapped again could be the next one mapped). */
+static uint64_t guard_addr(void)
 {
-	uint8_t *h = fresh_map(4096);
+	void *p =
+		mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
-	if (h)
-		munmap(h, 4096);
-	return (uintptr_t)h;
+	return p == MAP_FAILED ? 0 : (uintptr_t)p;
 }
 
 /* A page mapped read-only. */
@@ -217,11 +218,11 @@ enum hole {
 };
 
 /*
- * Unmapped memory under an implicit ODP MR, which covers every address: a
- * WRITE to it ends REM_ACCESS_ERR at the initiator and the target lives
- * (as a device whose page fault cannot be resolved), and so does a WRITE
- * to a read-only page; a local SGE on unmapped memory ends LOC_PROT_ERR.
- * The library takes no SIGSEGV itself.
+ * Memory under an implicit ODP MR (which covers every address) that may
+ * not be touched: a WRITE to it ends REM_ACCESS_ERR at the initiator and
+ * the target lives (as a device whose page fault cannot be resolved), and
+ * so does a WRITE to a read-only page; a local SGE on it ends
+ * LOC_PROT_ERR. The library takes no SIGSEGV itself.
  */
 /* Either side's QP pair and implicit ODP MR (NULL: failed). */
 static struct ibv_mr *hole_setup(struct side *s, struct chan *c,
@@ -245,13 +246,13 @@ static int hole_init(struct chan *c, void *arg)
 	REQUIRE(imp, "setup: %s", strerror(errno));
 	REQUIRE(!chan_recv(c, &d, sizeof(d)), "the hole");
 	if (local)
-		CHECK(op(&s, IBV_WR_RDMA_WRITE, (void *)(uintptr_t)hole_addr(),
+		CHECK(op(&s, IBV_WR_RDMA_WRITE, (void *)(uintptr_t)guard_addr(),
 			 64, imp->lkey, d.addr, d.rkey) == IBV_WC_LOC_PROT_ERR,
-		      "a local SGE on unmapped memory");
+		      "a local SGE on a guard page");
 	else
 		CHECK(op(&s, IBV_WR_RDMA_WRITE, s.buf, 64, s.mr->lkey, d.addr,
 			 d.rkey) == IBV_WC_REM_ACCESS_ERR,
-		      "a WRITE to unmapped memory");
+		      "a WRITE to a guard page or a read-only one");
 	chan_barrier(c);
 	ibv_dereg_mr(imp);
 	side_close(&s);
@@ -272,7 +273,7 @@ static int hole_target(struct chan *c, void *arg)
 		d = (struct peer_info){ .rkey = s.mr->rkey,
 					.addr = (uintptr_t)s.buf };
 	else
-		d.addr = h == HOLE_REMOTE ? hole_addr() : ro_addr();
+		d.addr = h == HOLE_REMOTE ? guard_addr() : ro_addr();
 	chan_send(c, &d, sizeof(d));
 	chan_barrier(c);
 	ibv_dereg_mr(imp);
@@ -287,9 +288,9 @@ int main(int argc, char **argv)
 
 	RUN("odp_explicit+remap+implicit+advise", odp_init, odp_target, NULL, m,
 	    pass, fail);
-	RUN("odp_write_to_unmapped->REM_ACCESS_ERR", hole_init, hole_target,
+	RUN("odp_write_to_guard_page->REM_ACCESS_ERR", hole_init, hole_target,
 	    (void *)HOLE_REMOTE, m, pass, fail);
-	RUN("odp_local_sge_unmapped->LOC_PROT_ERR", hole_init, hole_target,
+	RUN("odp_local_sge_guard_page->LOC_PROT_ERR", hole_init, hole_target,
 	    (void *)HOLE_LOCAL, m, pass, fail);
 	RUN("odp_write_to_readonly->REM_ACCESS_ERR", hole_init, hole_target,
 	    (void *)HOLE_READONLY, m, pass, fail);
