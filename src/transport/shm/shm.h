@@ -125,7 +125,8 @@ void srn_resp_cqe_fill(struct srn_peer *p, const struct srn_rwqe *rw,
 		       struct srn_cqe *cqe);
 bool srn_resp_inline_ok(const struct srn_peer *p, const struct srn_rwqe *rw,
 			const struct srn_swqe *w);
-int srn_resp_inline_check(struct srn_peer *p, const struct srn_rwqe *rw);
+int srn_resp_inline_check(struct srn_peer *p, const struct srn_rwqe *rw,
+			  bool *odp_p);
 void srn_resp_complete_inline(struct srn_peer *p, const struct srn_rwqe *rw,
 			      const struct srn_swqe *w, const struct iovec *src,
 			      unsigned ns);

@@ -267,15 +267,17 @@ bool srn_resp_inline_ok(const struct srn_peer *p, const struct srn_rwqe *rw,
  * The receive WQE rw of an inline receive CQE: each SGE a LOCAL_WRITE MR
  * of the target QP's PD that holds it, the checks srn_resp_recv_sges
  * makes (key, PD, access, bounds), without resolving the memory: the
- * target's poll places the bytes, after its own check. 0, -EACCES, or 1:
- * an ODP MR, whose pages may be missing (only process_vm_* reaches it
- * without a fault), so no inline CQE.
+ * target's poll places the bytes, after its own check. 0 or -EACCES;
+ * *odp_p: an SGE is an ODP MR's, whose pages may be missing (only
+ * process_vm_* reaches it without a fault), so no inline CQE.
  */
-int srn_resp_inline_check(struct srn_peer *p, const struct srn_rwqe *rw)
+int srn_resp_inline_check(struct srn_peer *p, const struct srn_rwqe *rw,
+			  bool *odp_p)
 {
 	struct srn_key_ref ref;
 	enum srn_key_err ke;
 
+	*odp_p = false;
 	for (uint32_t i = 0; i < rw->num_sge; i++) {
 		const struct srn_rsge *s = &rw->sge[i];
 
@@ -290,8 +292,7 @@ int srn_resp_inline_check(struct srn_peer *p, const struct srn_rwqe *rw)
 				srn_key_err_names[ke]);
 			return -EACCES;
 		}
-		if (ref.access & IBV_ACCESS_ON_DEMAND)
-			return 1;
+		*odp_p |= !!(ref.access & IBV_ACCESS_ON_DEMAND);
 	}
 	return 0;
 }

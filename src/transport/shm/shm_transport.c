@@ -139,15 +139,18 @@ static int srn_shm_take_recv(struct srn_peer *p, const struct srn_swqe *w,
 {
 	uint64_t pos;
 	int err, rerr;
+	bool odp;
 
 	do {
 		err = srn_resp_peek_recv(p, &rb->w, &pos);
 		if (err == -EAGAIN)
 			return err;
 		*small = !err && srn_resp_inline_ok(p, &rb->w, w);
-		rerr = *small ? srn_resp_inline_check(p, &rb->w) : err;
-		if (rerr > 0) /* ODP: placed here */
-			*small = false;
+		rerr = err;
+		if (*small) {
+			rerr = srn_resp_inline_check(p, &rb->w, &odp);
+			*small = !odp; /* ODP: placed here */
+		}
 		if (!err && !*small)
 			rerr = srn_resp_recv_sges(p, &rb->w, dst, cap_p, pvm_p);
 		if (rerr == -EAGAIN)
