@@ -347,6 +347,16 @@ struct ibv_mr *srn_mr_reg(struct ibv_pd *ibpd, void *addr, size_t length,
 			  uint64_t iova, unsigned access);
 /* ODP memory the library touches itself: faulted in first (0, -EFAULT) */
 int srn_odp_fault(uint64_t va, uint64_t len, bool write);
+
+/* The same for len bytes at addr under an MR's checked key (an lkey's:
+ * ref->va is its memory); nothing to do for an MR that is not ODP. */
+static inline int srn_key_fault(const struct srn_key_ref *ref, uint64_t addr,
+				uint64_t len, bool write)
+{
+	if (srn_likely(!(ref->access & IBV_ACCESS_ON_DEMAND)))
+		return 0;
+	return srn_odp_fault(ref->va + (addr - ref->iova), len, write);
+}
 int srn_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice,
 		  uint32_t flags, struct ibv_sge *sg, uint32_t num_sge);
 int srn_mr_export(struct srn_context *ctx, uint32_t key,

@@ -34,8 +34,7 @@ int srn_local_iov(struct srn_qp *qp, const struct srn_swqe *w, unsigned need,
 		iov[n].iov_base =
 			(void *)(uintptr_t)(ref.va + (s->addr - ref.iova));
 		iov[n++].iov_len = s->length;
-		if (srn_unlikely(ref.access & IBV_ACCESS_ON_DEMAND) &&
-		    srn_odp_fault(ref.va + (s->addr - ref.iova), s->length,
+		if (srn_key_fault(&ref, s->addr, s->length,
 				  need & IBV_ACCESS_LOCAL_WRITE))
 			return -EACCES; /* nothing mapped there: LOC_PROT_ERR */
 	}
@@ -58,20 +57,19 @@ int srn_recv_iov(struct srn_qp *qp, const struct srn_rwqe *rw,
 
 	for (uint32_t i = 0; i < rw->num_sge && i < SRN_MAX_SGE; i++) {
 		const struct srn_rsge *s = &rw->sge[i];
-		uint64_t va, w = fill > cap ? fill - cap : 0;
+		uint64_t w = fill > cap ? fill - cap : 0;
 		struct srn_key_ref ref;
 
 		if (!s->length)
 			continue;
 		if (srn_key_check(tpt, s->lkey, qp->pd->handle,
 				  IBV_ACCESS_LOCAL_WRITE, s->addr, s->length,
-				  &ref) != SRN_KEY_OK)
+				  &ref) != SRN_KEY_OK ||
+		    srn_key_fault(&ref, s->addr, w < s->length ? w : s->length,
+				  true))
 			return -EACCES;
-		va = ref.va + (s->addr - ref.iova);
-		if ((ref.access & IBV_ACCESS_ON_DEMAND) &&
-		    srn_odp_fault(va, w < s->length ? w : s->length, true))
-			return -EACCES;
-		iov[n].iov_base = (void *)(uintptr_t)va;
+		iov[n].iov_base =
+			(void *)(uintptr_t)(ref.va + (s->addr - ref.iova));
 		iov[n++].iov_len = s->length;
 		cap += s->length;
 	}

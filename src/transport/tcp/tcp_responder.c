@@ -192,9 +192,8 @@ static int srn_tcp_send_sink(struct srn_tcp_link *c,
 		    (srn_key_check(srn_tcp_tpt(c), s->lkey,
 				   srn_tcp_pd_handle(c), IBV_ACCESS_LOCAL_WRITE,
 				   s->addr, s->length, &ref) != SRN_KEY_OK ||
-		     ((ref.access & IBV_ACCESS_ON_DEMAND) &&
-		      srn_odp_fault(ref.va + (s->addr - ref.iova),
-				    w < s->length ? w : s->length, true)))) {
+		     srn_key_fault(&ref, s->addr, w < s->length ? w : s->length,
+				   true))) {
 			c->st = IBV_WC_LOC_PROT_ERR;
 			c->ws = SRN_WS_REM_OP;
 			*niov = 0;
