@@ -214,7 +214,8 @@ static int srn_ctl_owner(uint32_t qpn, struct ucred *cr_p)
 
 /*
  * Is the QP at (dgid, qpn) one of this host that belongs to another user
- * (root included: it is another user too)? Then it shares no memory with
+ * (root included: it is another user too), or to a process of ours that
+ * may not ptrace us or we it (srn_self_kin)? Then it shares no memory with
  * ours: srn_transport_connect takes the mediated path. No such QP here:
  * false (the transport reports it). The backlog of a QP being dialed by
  * many may be full for a moment: asked again a few times.
@@ -231,10 +232,11 @@ bool srn_ctl_peer_foreign(const union ibv_gid *dgid, uint32_t qpn)
 			usleep(10000);
 		err = srn_ctl_owner(qpn, &cr);
 	}
-	if (!err && cr.uid != srn_euid)
-		srn_dbg("QP 0x%06x belongs to pid %d of uid %u", qpn,
-			(int)cr.pid, (unsigned)cr.uid);
-	return !err && cr.uid != srn_euid;
+	if (!err && !srn_self_kin(cr.pid, cr.uid))
+		srn_dbg("QP 0x%06x belongs to pid %d of uid %u, which shares "
+			"no memory with us",
+			qpn, (int)cr.pid, (unsigned)cr.uid);
+	return !err && !srn_self_kin(cr.pid, cr.uid);
 }
 
 /* Has the process at the other end of c closed its end (what it sent may
@@ -399,6 +401,14 @@ int srn_ctl_conn_attach(struct srn_ctl_conn *c, uint32_t src_qpn, int kick_fd)
 
 	if (c->connected)
 		return -EISCONN;
+	if (!srn_self_kin(c->pid, c->uid)) {
+		srn_ctl_refused("QP 0x%06x: pid %d of uid %u may not map our "
+				"memory (it could not ptrace us): only a "
+				"mediated link (docs/security.md)",
+				c->qp->ibqpx.qp_base.qp_num, (int)c->pid,
+				(unsigned)c->uid);
+		return -EACCES;
+	}
 	err = srn_ctl_conn_verify(c, src_qpn);
 	if (err)
 		return err;
@@ -425,10 +435,12 @@ static socklen_t srn_ctl_addr(struct sockaddr_un *sa, uint32_t qpn)
 }
 
 /*
- * May fds go to the process at the other end of fd? To a process of our
- * own user, anything; to another user's (root included), sockets only
- * (the mediated link's end): never memory (a memfd), an eventfd or a
- * file, whatever a caller asks (docs/security.md). 0 or -EPERM.
+ * May fds go to the process at the other end of fd? To a process that
+ * could ptrace ours anyway (srn_self_kin: our user's, dumpable, no Yama
+ * restriction), anything; to any other (another user's, root included,
+ * or our user's that may not ptrace us), sockets only (the mediated
+ * link's end): never memory (a memfd), an eventfd or a file, whatever a
+ * caller asks (docs/security.md). 0 or -EPERM.
  */
 static int srn_ctl_fds_ok(int fd, const int *fds, unsigned nfds)
 {
@@ -437,7 +449,7 @@ static int srn_ctl_fds_ok(int fd, const int *fds, unsigned nfds)
 
 	if (srn_ctl_peercred(fd, &cr))
 		return -EPERM; /* nobody we know of: nothing */
-	if (cr.uid == srn_euid)
+	if (srn_self_kin(cr.pid, cr.uid))
 		return 0;
 	for (unsigned i = 0; i < nfds; i++) {
 		if (fstat(fds[i], &st) || !S_ISSOCK(st.st_mode)) {
@@ -1255,7 +1267,9 @@ int srn_ctl_dial(uint32_t qpn, int timeout_s)
 
 /*
  * As srn_ctl_dial, for a QP that would share memory with the dialer: any
- * other user's QP (root's too, or root dialing another user's) is -EACCES,
+ * other user's QP (root's too, or root dialing another user's), or one of
+ * a process of our user that may not ptrace us or we it (srn_self_kin:
+ * one that is not dumpable, or under Yama's ptrace_scope >= 1) is -EACCES,
  * said at debug level only: the caller takes the mediated path instead
  * (srn_transport_connect). The dial itself asks the kernel who owns the
  * QP, so no separate probe is needed.
@@ -1265,9 +1279,10 @@ int srn_ctl_dial_own(struct srn_qp *qp, uint32_t qpn, int timeout_s)
 	struct ucred cr;
 	int fd = srn_ctl_connect(qpn, timeout_s, &cr);
 
-	if (fd >= 0 && cr.uid != srn_euid) {
-		srn_dbg("QP 0x%06x belongs to pid %d of uid %u", qpn,
-			(int)cr.pid, (unsigned)cr.uid);
+	if (fd >= 0 && !srn_self_kin(cr.pid, cr.uid)) {
+		srn_dbg("QP 0x%06x belongs to pid %d of uid %u, which shares "
+			"no memory with us",
+			qpn, (int)cr.pid, (unsigned)cr.uid);
 		close(fd);
 		return -EACCES;
 	}

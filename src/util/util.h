@@ -29,6 +29,7 @@ int srn_socket(int domain, int type, int protocol);
 extern pid_t srn_pid;
 extern uid_t srn_euid; /* as it was when a device list was first made */
 void srn_self_refresh(void);
+bool srn_self_kin(pid_t pid, uid_t uid);
 
 /* ---- log.c ---- */
 enum srn_log_level {

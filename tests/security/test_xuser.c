@@ -19,6 +19,12 @@
  *       memfd of the target (the inodes the target finds in its own
  *       /proc/self/maps), and the target none of the initiator's
  *
+ * The first three scenarios run again with both roles as nobody, one of
+ * them not dumpable (PR_SET_DUMPABLE 0: the other may not ptrace it, so
+ * it may not map its memory either), each way round: the mediated path,
+ * nothing shared. And once with both dumpable, where the two do share
+ * memory (the shm path): the control that shows the count can see it.
+ *
  * Needs root (exit 77 otherwise). Usage: test_xuser
  */
 #define _GNU_SOURCE
@@ -29,6 +35,7 @@
 #include <inttypes.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -46,9 +53,18 @@ enum scen {
 	SC_STOPPED
 };
 
+/* Who runs the roles. */
+enum xu_users {
+	XU_ROOT_NOBODY, /* one role root, the other nobody */
+	XU_CLOSED_TARGET, /* both nobody; the target not dumpable */
+	XU_CLOSED_INITIATOR, /* both nobody; the initiator not dumpable */
+	XU_KIN, /* both nobody, both dumpable: they share memory */
+};
+
 struct xu_arg {
 	enum scen sc;
-	bool nobody_is_target; /* else the initiator is nobody */
+	bool nobody_is_target; /* XU_ROOT_NOBODY: else the initiator is */
+	enum xu_users users;
 };
 
 struct ino_list {
@@ -64,6 +80,20 @@ static int become_nobody(void)
 	    setresuid(NOBODY, NOBODY, NOBODY))
 		return -1;
 	return 0;
+}
+
+/* Takes this role's user (and dumpability: a change of uid without exec
+ * leaves a process not dumpable, fs.suid_dumpable 0). */
+static int take_role(const struct xu_arg *a, bool is_target)
+{
+	bool closed = (a->users == XU_CLOSED_TARGET && is_target) ||
+		      (a->users == XU_CLOSED_INITIATOR && !is_target);
+
+	if (a->users == XU_ROOT_NOBODY)
+		return a->nobody_is_target == is_target ? become_nobody() : 0;
+	if (become_nobody())
+		return -1;
+	return prctl(PR_SET_DUMPABLE, closed ? 0 : 1, 0, 0, 0);
 }
 
 /* The inodes of the memfds this process maps ("/memfd:" in its maps). */
@@ -118,8 +148,9 @@ static int shared_with(const struct ino_list *peer)
 	return n;
 }
 
-/* Both roles: swap memfd inode lists and count what is shared. */
-static int check_no_sharing(struct chan *c)
+/* Both roles: swap memfd inode lists and count what is shared: nothing,
+ * unless the two may ptrace each other (XU_KIN). */
+static int check_sharing(struct chan *c, const struct xu_arg *a)
 {
 	struct ino_list mine, peer;
 	int n;
@@ -128,7 +159,12 @@ static int check_no_sharing(struct chan *c)
 	REQUIRE(!chan_send(c, &mine, sizeof(mine)), "send inodes");
 	REQUIRE(!chan_recv(c, &peer, sizeof(peer)), "recv inodes");
 	n = shared_with(&peer);
-	CHECK(n == 0, "%d mappings or fds of the other user's memfds", n);
+	if (a->users == XU_KIN)
+		CHECK(n > 0,
+		      "kin processes share no memfd: the count is blind");
+	else
+		CHECK(n == 0,
+		      "%d mappings or fds of the other process's memfds", n);
 	return t_failures;
 }
 
@@ -198,7 +234,7 @@ static int initiator(struct chan *c, void *arg)
 	struct side s;
 
 	opts(&o, false);
-	REQUIRE(a->nobody_is_target || !become_nobody(), "setresuid");
+	REQUIRE(!take_role(a, false), "setresuid");
 	REQUIRE(!side_pair(&s, &o, c, &p), "pair");
 	memset(s.buf, 0x5a, LEN);
 	switch (a->sc) {
@@ -220,7 +256,7 @@ static int initiator(struct chan *c, void *arg)
 		write_to_stopped(c, &s, &p);
 		break;
 	}
-	check_no_sharing(c);
+	check_sharing(c, a);
 	chan_barrier(c); /* the target looks at its memory */
 	side_close(&s);
 	return t_failures;
@@ -235,7 +271,7 @@ static int target(struct chan *c, void *arg)
 	uint32_t from = a->sc == SC_BAD_RKEY ? 8 : 0, bad = 0;
 
 	opts(&o, true);
-	REQUIRE(!a->nobody_is_target || !become_nobody(), "setresuid");
+	REQUIRE(!take_role(a, true), "setresuid");
 	REQUIRE(!side_open(&s, &o), "open");
 	memset(s.buf, FILL, LEN);
 	side_info(&s, &p);
@@ -249,7 +285,7 @@ static int target(struct chan *c, void *arg)
 		REQUIRE(!chan_send(c, &pid, sizeof(pid)), "send pid");
 		raise(SIGSTOP); /* the initiator sends SIGCONT */
 	}
-	check_no_sharing(c);
+	check_sharing(c, a);
 	chan_barrier(c);
 	if (a->sc == SC_STOPPED) { /* its WRITE may land after all */
 		side_close(&s);
@@ -267,15 +303,23 @@ static int target(struct chan *c, void *arg)
 }
 
 /* Runs one scenario in a process of its own (a role drops root). */
-static int scenario(const char *name, enum scen sc, bool nobody_is_target)
+static int scenario(const char *name, enum scen sc, bool nobody_is_target,
+		    enum xu_users users)
 {
-	struct xu_arg a = { sc, nobody_is_target };
+	static const char *const who[] = {
+		[XU_CLOSED_TARGET] = "nobody -> nobody not dumpable",
+		[XU_CLOSED_INITIATOR] = "nobody not dumpable -> nobody",
+		[XU_KIN] = "nobody -> nobody, both dumpable",
+	};
+	struct xu_arg a = { sc, nobody_is_target, users };
 	char full[128];
 	int st = 0;
 	pid_t pid;
 
 	snprintf(full, sizeof(full), "%s, %s", name,
-		 nobody_is_target ? "root -> nobody" : "nobody -> root");
+		 users != XU_ROOT_NOBODY ? who[users] :
+		 nobody_is_target	 ? "root -> nobody" :
+					   "nobody -> root");
 	fflush(NULL);
 	pid = fork();
 	if (pid == 0)
@@ -301,13 +345,23 @@ int main(void)
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	for (unsigned i = 0; i < sizeof(s) / sizeof(s[0]); i++)
-		for (int way = 0; way < 2; way++) {
-			if (scenario(s[i].name, s[i].sc, way))
-				failed++;
-			else
-				passed++;
+		for (int way = 0; way < 4; way++) {
+			/* 0, 1: root and nobody; 2, 3: nobody, one closed */
+			static const enum xu_users users[] = {
+				XU_ROOT_NOBODY, XU_ROOT_NOBODY,
+				XU_CLOSED_TARGET, XU_CLOSED_INITIATOR
+			};
+			bool err = scenario(s[i].name, s[i].sc, way == 1,
+					    users[way]);
+
+			failed += err;
+			passed += !err;
 		}
-	if (scenario("stopped_target", SC_STOPPED, true))
+	if (scenario("stopped_target", SC_STOPPED, true, XU_ROOT_NOBODY))
+		failed++;
+	else
+		passed++;
+	if (scenario("write_ok_then_bad_rkey", SC_BAD_RKEY, false, XU_KIN))
 		failed++;
 	else
 		passed++;
