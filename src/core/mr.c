@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "core/core.h"
@@ -70,68 +69,15 @@ void srn_tpt_fini(struct srn_context *ctx)
 	ctx->mr_by_index = NULL;
 }
 
-/* Fills buf from the kernel's CSPRNG; 0 or -errno. */
-static int srn_key_random(void *buf, size_t len)
-{
-	ssize_t n;
-
-	do
-		n = getrandom(buf, len, 0);
-	while (n < 0 && errno == EINTR);
-	return n == (ssize_t)len ? 0 : n < 0 ? -errno : -EIO;
-}
-
-static unsigned srn_key_forks; /* children of fork: this one's number */
-static pthread_once_t srn_key_once = PTHREAD_ONCE_INIT;
-
-static void srn_key_atfork_child(void)
-{
-	/* relaxed: the child has one thread when this runs */
-	__atomic_add_fetch(&srn_key_forks, 1, __ATOMIC_RELAXED);
-}
-
-static void srn_key_init(void)
-{
-	pthread_atfork(NULL, NULL, srn_key_atfork_child);
-}
-
-/*
- * A random nonzero tag of bits bits (bits < 32) for a key, drawn from the
- * kernel's CSPRNG 64 words at a time per thread: no key says anything of
- * another (the state of a linear generator such as xorshift follows from
- * a few of its outputs, and with it every later key). A child of fork
- * draws afresh (srn_key_forks changes), so it never repeats its parent's
- * tags.
- * Without getrandom (it does not fail on Linux >= 3.17 for 256 bytes) the
- * clock and a counter stand in, with a warning.
- */
+/* A random nonzero tag of bits bits (bits < 32) for a key
+ * (util/random.c: no key says anything of another). */
 uint32_t srn_key_tag(unsigned bits)
 {
-	static __thread uint32_t pool[64];
-	static __thread unsigned left, seq, gen;
-	unsigned forks;
 	uint32_t tag;
 
-	pthread_once(&srn_key_once, srn_key_init);
-	/* relaxed: written only in a child of fork, before any other thread */
-	forks = __atomic_load_n(&srn_key_forks, __ATOMIC_RELAXED);
-	do {
-		if (!left || gen != forks) {
-			int err = srn_key_random(pool, sizeof(pool));
-
-			if (err) {
-				srn_warn("getrandom: %s: keys are predictable",
-					 strerror(-err));
-				for (unsigned i = 0; i < 64; i++)
-					pool[i] = (uint32_t)(srn_now_ns() *
-							     2654435761u) ^
-						  ++seq;
-			}
-			left = 64;
-			gen = forks;
-		}
-		tag = pool[--left] & ((1u << bits) - 1);
-	} while (!tag);
+	do
+		tag = srn_random_u32() & ((1u << bits) - 1);
+	while (!tag);
 	return tag;
 }
 

@@ -34,7 +34,6 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -948,8 +947,7 @@ int srn_ctl_listen(struct srn_qp *qp)
 		free(pl);
 		return -errno;
 	}
-	if (getrandom(&qpn, sizeof(qpn), 0) != sizeof(qpn))
-		qpn = (uint32_t)srn_now_ns();
+	qpn = srn_random_u32();
 	for (int i = 0; i < 4096; i++) {
 		socklen_t len;
 
@@ -991,8 +989,7 @@ int srn_ctl_srqn_reserve(uint32_t *srqn_p)
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	if (getrandom(&n, sizeof(n), 0) != sizeof(n))
-		n = (uint32_t)srn_now_ns();
+	n = srn_random_u32();
 	for (int i = 0; i < 4096 && err == -EADDRINUSE; i++) {
 		int k;
 

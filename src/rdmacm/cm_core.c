@@ -19,7 +19,6 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/random.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
@@ -151,11 +150,7 @@ int srn_cm_err(int neg_errno)
 
 uint32_t srn_cm_random24(void)
 {
-	uint32_t v = 0;
-
-	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != sizeof(v))
-		v = (uint32_t)srn_now_ns() * 2654435761u;
-	return v & 0xffffff;
+	return srn_random_u32() & 0xffffff;
 }
 
 static int srn_cm_device_open(void)

@@ -31,6 +31,9 @@ extern uid_t srn_euid; /* as it was when a device list was first made */
 void srn_self_refresh(void);
 bool srn_self_kin(pid_t pid, uid_t uid);
 
+/* ---- random.c: the kernel's CSPRNG, pooled per thread ---- */
+uint32_t srn_random_u32(void);
+
 /* ---- log.c ---- */
 enum srn_log_level {
 	SRN_LOG_ERR,
