@@ -12,9 +12,13 @@
  * its effective uid later is still the user it was then
  * (docs/security.md, "Same host: the control socket").
  */
+#define _GNU_SOURCE
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "util/util.h"
@@ -34,52 +38,168 @@ __attribute__((constructor)) static void srn_self_init(void)
 }
 
 /* Yama's ptrace scope (0: classic rules; 1: descendants only; 2: admin
- * only; 3: none), read once: 0 without Yama, 3 if unreadable. */
+ * only; 3: none): 0 without Yama (it cannot be loaded later), 3 when it
+ * cannot be read (fail closed). Only a reading is kept, never a failure. */
 static int srn_ptrace_scope(void)
 {
-	static int scope = -1;
-	int v = 0;
+	static int scope = -1; /* relaxed: a value on its own */
+	int v = __atomic_load_n(&scope, __ATOMIC_RELAXED);
 	FILE *f;
 
-	if (scope >= 0)
-		return scope;
+	if (v >= 0)
+		return v;
 	f = fopen("/proc/sys/kernel/yama/ptrace_scope", "re");
-	if (f) {
-		if (fscanf(f, "%d", &v) != 1 || v < 0)
-			v = 3;
+	if (!f && errno != ENOENT)
+		return 3;
+	v = 0;
+	if (f && (fscanf(f, "%d", &v) != 1 || v < 0 || v > 3))
+		v = 3;
+	if (f)
 		fclose(f);
-	}
-	scope = v;
-	return scope;
+	__atomic_store_n(&scope, v, __ATOMIC_RELAXED);
+	return v;
 }
 
-/* Is process pid dumpable? The kernel makes the private files of a
- * process that is not (/proc/<pid>/mem among them) root's
- * (proc(5), PR_SET_DUMPABLE in prctl(2)); a pid we cannot see: no. */
-static bool srn_pid_dumpable(pid_t pid, uid_t uid)
-{
-	char path[48];
-	struct stat st;
+/* What ptrace's access check reads of a process (/proc/<pid>/status). */
+struct srn_cred {
+	unsigned uid[3], gid[3]; /* real, effective, saved */
+	unsigned long long prm, eff; /* permitted, effective capabilities */
+	unsigned long userns; /* inode of its user namespace */
+};
 
-	snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
-	return pid > 0 && !stat(path, &st) && st.st_uid == uid;
+#define SRN_CAP_SYS_PTRACE 19
+
+/* pid 0: this process. 0 or -1 (gone, or not ours to read). */
+static int srn_cred_read(pid_t pid, struct srn_cred *c)
+{
+	char path[48], line[256];
+	struct stat st;
+	unsigned got = 0;
+	FILE *f;
+
+	if (pid)
+		snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
+	if (stat(pid ? path : "/proc/self/ns/user", &st))
+		return -1;
+	c->userns = (unsigned long)st.st_ino;
+	if (pid)
+		snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(pid ? path : "/proc/self/status", "re");
+	while (f && got != 15 && fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "Uid: %u %u %u", &c->uid[0], &c->uid[1],
+			   &c->uid[2]) == 3)
+			got |= 1;
+		else if (sscanf(line, "Gid: %u %u %u", &c->gid[0], &c->gid[1],
+				&c->gid[2]) == 3)
+			got |= 2;
+		else if (sscanf(line, "CapPrm: %llx", &c->prm) == 1)
+			got |= 4;
+		else if (sscanf(line, "CapEff: %llx", &c->eff) == 1)
+			got |= 8;
+	}
+	if (f)
+		fclose(f);
+	return got == 15 ? 0 : -1;
 }
 
 /*
- * Would the kernel let process pid (effective uid uid, as SO_PEERCRED
- * says) and this one ptrace each other (ptrace(2), "Ptrace access mode
- * checking")? Then neither gains a right by mapping the other's memory.
- * Both root: yes (CAP_SYS_PTRACE), unless Yama forbids every attach.
- * Otherwise only the same user, both processes dumpable (a process that
- * changed its uid without exec, or called PR_SET_DUMPABLE 0, is not), and
- * no Yama restriction (scope 0). Read each time: dumpability can change.
+ * Would the kernel let tracer t attach to tracee e (dumpable or not)?
+ * ptrace(2), "Ptrace access mode checking", with PTRACE_MODE_REALCREDS:
+ * t's real ids equal all of e's, or t holds CAP_SYS_PTRACE (in e's user
+ * namespace: taken as t's own only when they share it); e dumpable, or
+ * that capability; e's permitted capabilities a subset of t's, or that
+ * capability; Yama: scope 0, or 1 and 2 with the capability (scope 1's
+ * descendants are not counted: fail closed).
+ */
+static bool srn_cred_may_trace(const struct srn_cred *t,
+			       const struct srn_cred *e, bool e_dumpable)
+{
+	bool same_ns = t->userns == e->userns;
+	bool cap = same_ns && (t->eff >> SRN_CAP_SYS_PTRACE & 1);
+	int scope = srn_ptrace_scope();
+	bool ids = true;
+
+	for (int i = 0; i < 3; i++)
+		ids = ids && t->uid[0] == e->uid[i] && t->gid[0] == e->gid[i];
+	if (scope >= 3 || (scope >= 1 && !cap))
+		return false;
+	if (!cap && (!ids || !e_dumpable || !same_ns || (e->prm & ~t->prm)))
+		return false;
+	return true;
+}
+
+/* May this process attach to pid (ptrace's full check, Yama and any LSM
+ * included)? The kernel answers process_vm_readv after its access check:
+ * EFAULT (the address 0 is not mapped) means it passed. */
+static bool srn_self_may_trace(pid_t pid)
+{
+	char b;
+	struct iovec l = { &b, 1 }, r = { NULL, 1 };
+
+	return process_vm_readv(pid, &l, 1, &r, 1, 0) < 0 && errno == EFAULT;
+}
+
+/* A verdict kept per thread for a second: connection set-up asks about
+ * the same peer several times (RTR, attach, each descriptor sent). */
+struct srn_kin_memo {
+	pid_t pid, self; /* self: srn_pid when it was kept (fork) */
+	uid_t uid;
+	bool kin;
+	uint64_t until_ns;
+};
+
+#define SRN_KIN_MEMO 8
+#define SRN_KIN_MEMO_NS 1000000000ull
+
+/* Sharing memory with pid gives neither side a right it lacked: each may
+ * ptrace the other. This one's right over pid is asked of the kernel; pid's
+ * over this one is worked out from what /proc says of both. */
+static bool srn_self_kin_eval(pid_t pid, uid_t uid)
+{
+	struct srn_cred self, peer;
+
+	if (pid <= 0 || uid != srn_euid || !srn_self_may_trace(pid) ||
+	    srn_cred_read(0, &self) || srn_cred_read(pid, &peer) ||
+	    peer.uid[1] != (unsigned)uid)
+		return false;
+	return srn_cred_may_trace(&peer, &self, prctl(PR_GET_DUMPABLE) == 1);
+}
+
+/* Does /proc show our pid namespace (its "self" is our pid)? */
+static bool srn_self_proc_ok(void)
+{
+	char b[24];
+	ssize_t n = readlink("/proc/self", b, sizeof(b) - 1);
+
+	if (n <= 0)
+		return false;
+	b[n] = 0;
+	return strtol(b, NULL, 10) == (long)srn_pid;
+}
+
+/*
+ * May process pid (effective uid uid, as SO_PEERCRED says) and this one
+ * share memory (the shm path)? Only when each could ptrace the other
+ * anyway (srn_self_kin_eval); a pid that names no process of our pid
+ * namespace (SO_PEERCRED gives 0 for one outside it), or a /proc that is
+ * not our pid namespace's, is never kin.
  */
 bool srn_self_kin(pid_t pid, uid_t uid)
 {
-	if (uid != srn_euid)
-		return false;
-	if (srn_euid == 0)
-		return srn_ptrace_scope() < 3;
-	return srn_ptrace_scope() == 0 && prctl(PR_GET_DUMPABLE) == 1 &&
-	       srn_pid_dumpable(pid, uid);
+	static __thread struct srn_kin_memo memo[SRN_KIN_MEMO];
+	static __thread unsigned next;
+	uint64_t now = srn_now_ns();
+	bool kin;
+
+	if (pid == srn_pid && uid == srn_euid)
+		return true; /* ourselves */
+	for (unsigned i = 0; i < SRN_KIN_MEMO; i++)
+		if (memo[i].pid == pid && memo[i].uid == uid &&
+		    memo[i].self == srn_pid && memo[i].until_ns > now)
+			return memo[i].kin;
+	kin = srn_self_proc_ok() && srn_self_kin_eval(pid, uid);
+	memo[next] = (struct srn_kin_memo){ pid, srn_pid, uid, kin,
+					    now + SRN_KIN_MEMO_NS };
+	next = (next + 1) % SRN_KIN_MEMO;
+	return kin;
 }
