@@ -494,6 +494,22 @@ int srn_ctl_sendmsg(int fd, const void *msg, size_t len, const int *fds,
 	return srn_ctl_sendmsg_flags(fd, msg, len, fds, nfds, 0);
 }
 
+/*
+ * Sends a reply (h: its header, h->len its whole length) with fds. When
+ * they may not go to the asker (srn_ctl_fds_ok: it may not ptrace us),
+ * the reply goes without them, status -EACCES, so that the asker learns
+ * it at once instead of waiting out its timeout. 0 or -errno.
+ */
+int srn_ctl_reply(int fd, struct srn_ctl_hdr *h, const int *fds, unsigned nfds)
+{
+	int err = srn_ctl_sendmsg(fd, h, h->len, fds, nfds);
+
+	if (err != -EPERM || !nfds)
+		return err;
+	h->status = -EACCES;
+	return srn_ctl_sendmsg(fd, h, h->len, NULL, 0);
+}
+
 /* As srn_ctl_sendmsg, never waiting: -EAGAIN when the socket is full. */
 int srn_ctl_trysendmsg(int fd, const void *msg, size_t len, const int *fds,
 		       unsigned nfds)

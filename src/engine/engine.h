@@ -18,6 +18,8 @@
 
 #include "core/core.h"
 
+struct srn_ctl_hdr; /* proto/srn_ctl_proto.h */
+
 /* ---- qp_state.c ---- */
 extern const char *const srn_qp_state_names[];
 int srn_qp_check_modify(enum ibv_qp_state cur, enum ibv_qp_state next,
@@ -155,6 +157,7 @@ int srn_ctl_mediate(uint32_t qpn, uint32_t src_qpn, const void *hello,
 		    size_t len, int timeout_s);
 int srn_ctl_sendmsg(int fd, const void *msg, size_t len, const int *fds,
 		    unsigned nfds);
+int srn_ctl_reply(int fd, struct srn_ctl_hdr *h, const int *fds, unsigned nfds);
 ssize_t srn_ctl_recvmsg(int fd, void *msg, size_t len, int *fds,
 			unsigned *nfds);
 int srn_ctl_trysendmsg(int fd, const void *msg, size_t len, const int *fds,

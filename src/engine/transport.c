@@ -219,6 +219,15 @@ static const struct srn_transport_ops *srn_transport_mediator(void)
 	return NULL;
 }
 
+/* The transport whose datagrams reach a QP of this host without sharing
+ * memory with its process (the one with a mediated path), or NULL. */
+const struct srn_transport_ops *srn_transport_mediator_ud(void)
+{
+	const struct srn_transport_ops *t = srn_transport_mediator();
+
+	return t && t->ud_send && srn_transport_allowed(t->name) ? t : NULL;
+}
+
 /* qp's peer QP belongs to another user: the mediated path. 0 or -errno. */
 static int srn_transport_connect_foreign(struct srn_qp *qp,
 					 const struct ibv_qp_attr *attr,

@@ -138,6 +138,7 @@ const struct srn_transport_ops *srn_transport_select(const union ibv_gid *dgid,
 						     int *err);
 const struct srn_transport_ops *
 srn_transport_select_ud(const union ibv_gid *dgid, int *err);
+const struct srn_transport_ops *srn_transport_mediator_ud(void);
 int srn_transport_ud_open(struct srn_qp *qp);
 int srn_transport_mcast(struct srn_qp *qp, const union ibv_gid *mgid,
 			bool attach);

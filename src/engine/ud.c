@@ -72,6 +72,7 @@ static int srn_ud_execute(struct srn_qp *qp, const struct srn_swqe *w,
 	const struct srn_ah *ah = to_sah(w->ah);
 	const struct srn_transport_ops *t;
 	struct srn_ud_dest d;
+	int err;
 
 	*status = IBV_WC_SUCCESS;
 	d.dgid = ah->attr.grh.dgid;
@@ -83,6 +84,16 @@ static int srn_ud_execute(struct srn_qp *qp, const struct srn_swqe *w,
 	if (!t)
 		return 0; /* nothing reaches it: lost, as on a wire */
 	d.slot = &qp->ud->slot[qp->ud->last_index];
+	err = t->ud_send(qp, w, &d, status, stall);
+	if (err != -EACCES)
+		return err;
+	/* the destination's process shares no memory with ours (another
+	 * user's, or ours but not allowed to ptrace us): the datagram goes
+	 * the mediated way, as another user's would */
+	t = srn_transport_mediator_ud();
+	if (!t)
+		return 0; /* lost */
+	d.slot = srn_ud_slot(qp, t->name);
 	return t->ud_send(qp, w, &d, status, stall);
 }
 

@@ -80,7 +80,7 @@ static void srn_shm_on_connect(struct srn_ctl_conn *c,
 		fds[n++] = qp->srq->seg.fd;
 		rep.fd_mask |= 1u << SRN_REPFD_SRQ;
 	}
-	err = srn_ctl_sendmsg(srn_ctl_conn_fd(c), &rep, sizeof(rep), fds, n);
+	err = srn_ctl_reply(srn_ctl_conn_fd(c), &rep.hdr, fds, n);
 	if (err == -EPIPE || err == -ECONNRESET) /* the asker is gone */
 		srn_dbg("QP 0x%06x: connect reply: %s", rep.qpn,
 			strerror(-err));
@@ -122,8 +122,7 @@ static void srn_shm_on_mr_req(struct srn_ctl_conn *c,
 		rep.chunk[i].file_off = reg.piece[i].file_off;
 		fds[i] = reg.piece[i].fd;
 	}
-	srn_ctl_sendmsg(srn_ctl_conn_fd(c), &rep, sizeof(rep), fds,
-			reg.npieces);
+	srn_ctl_reply(srn_ctl_conn_fd(c), &rep.hdr, fds, reg.npieces);
 	for (unsigned i = 0; i < reg.npieces; i++)
 		close(fds[i]);
 }
@@ -342,6 +341,13 @@ static int srn_shm_take_rep(struct srn_peer *p, bool may_wait)
 			srn_warn("QP 0x%06x: QP 0x%06x's segments: %s",
 				 p->qp->ibqpx.qp_base.qp_num, p->qpn,
 				 strerror(-err));
+	} else if (err == -EACCES) {
+		/* final: its process shares no memory with ours (the two
+		 * judged srn_self_kin differently; docs/security.md) */
+		p->broken = true;
+		srn_warn("QP 0x%06x: QP 0x%06x shares no memory with this "
+			 "process: no shm path to it (docs/security.md)",
+			 p->qp->ibqpx.qp_base.qp_num, p->qpn);
 	}
 	for (unsigned i = 0; i < nfds; i++)
 		close(fds[i]);
@@ -446,11 +452,10 @@ int srn_shm_ctl_connect(struct srn_peer *p, uint32_t dqpn)
 	p->qpn = dqpn;
 	snprintf(p->desc_wait, sizeof(p->desc_wait),
 		 "shm qpn 0x%06x (not ready: connecting)", dqpn);
-	/* a connected QP shares memory: its peer must be our user's (the
-	 * mediated path otherwise, srn_transport_connect) */
-	p->conn.fd = p->datagram ? srn_ctl_dial(dqpn, SRN_SHM_CTL_TIMEOUT_S) :
-				   srn_ctl_dial_own(p->qp, dqpn,
-						    SRN_SHM_CTL_TIMEOUT_S);
+	/* a peer shares memory: its process must be one that may ptrace
+	 * ours anyway (srn_self_kin; the mediated path otherwise,
+	 * srn_transport_connect, or for a datagram srn_ud_execute's) */
+	p->conn.fd = srn_ctl_dial_own(p->qp, dqpn, SRN_SHM_CTL_TIMEOUT_S);
 	if (p->conn.fd < 0) {
 		err = p->conn.fd;
 		if (err == -EACCES) /* another user's (said at debug level) */

@@ -32,7 +32,13 @@ struct srn_shm_ud {
 	uint32_t grh_len; /* its payload length; 0: none built */
 	uint8_t grh_sl;
 	uint8_t grh[SRN_GRH_LEN];
+	/* the QPN last found to share no memory with us, not dialed again
+	 * until then (its datagrams take the mediated path: -EACCES) */
+	uint32_t foreign_qpn;
+	uint64_t foreign_until_ns;
 };
+
+#define SRN_SHM_UD_FOREIGN_NS 1000000000ull
 
 static struct srn_shm_ud *srn_shm_ud_get(void **slot)
 {
@@ -61,11 +67,13 @@ static struct srn_peer *srn_shm_ud_at(struct srn_shm_ud *u, unsigned i,
 }
 
 /* The peer for QP dqpn: met before and still there, or a new one (the
- * oldest goes). NULL: none can be made now (the datagram is lost). */
+ * oldest goes). NULL: none can be made now (the datagram is lost), or
+ * *err_p -EACCES: its process shares no memory with ours. */
 static struct srn_peer *srn_shm_ud_peer(struct srn_qp *qp, struct srn_shm_ud *u,
-					uint32_t dqpn)
+					uint32_t dqpn, int *err_p)
 {
 	struct srn_peer *p = srn_shm_ud_at(u, u->hit, dqpn);
+	uint64_t now;
 	int err;
 
 	if (p)
@@ -77,7 +85,17 @@ static struct srn_peer *srn_shm_ud_peer(struct srn_qp *qp, struct srn_shm_ud *u,
 			return p;
 		}
 	}
+	now = srn_now_ns();
+	if (dqpn == u->foreign_qpn && now < u->foreign_until_ns) {
+		*err_p = -EACCES;
+		return NULL;
+	}
 	p = srn_shm_peer_new(qp, dqpn, true, &err);
+	if (!p && err == -EACCES) {
+		u->foreign_qpn = dqpn;
+		u->foreign_until_ns = now + SRN_SHM_UD_FOREIGN_NS;
+		*err_p = err;
+	}
 	if (!p)
 		return NULL;
 	if (u->peer[u->next])
@@ -173,6 +191,7 @@ int srn_shm_ud_send(struct srn_qp *qp, const struct srn_swqe *w,
 	struct srn_rwqe_buf rb;
 	struct srn_peer *p = NULL;
 	enum ibv_wc_status ts;
+	int err = 0;
 	const uint8_t *grh;
 	struct srn_cqe c;
 	unsigned ns;
@@ -185,7 +204,9 @@ int srn_shm_ud_send(struct srn_qp *qp, const struct srn_swqe *w,
 		return 0;
 	}
 	if (u)
-		p = srn_shm_ud_peer(qp, u, d->qpn);
+		p = srn_shm_ud_peer(qp, u, d->qpn, &err);
+	if (err == -EACCES)
+		return err; /* not ours to carry (srn_ud_execute) */
 	/* acquire: pairs with the release in srn_shm_up */
 	if (p && !atomic_load_explicit(&p->up, memory_order_acquire) &&
 	    srn_shm_ctl_retry(p)) {

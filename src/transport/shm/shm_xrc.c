@@ -61,7 +61,7 @@ static void srn_shm_on_xsrq_req(struct srn_ctl_conn *c, const void *msg,
 		fds[n++] = srq->cq->chan->ibch.fd;
 		rep.fd_mask |= 1u << SRN_XSRQFD_CHANNEL;
 	}
-	if (srn_ctl_sendmsg(srn_ctl_conn_fd(c), &rep, sizeof(rep), fds, n))
+	if (srn_ctl_reply(srn_ctl_conn_fd(c), &rep.hdr, fds, n))
 		srn_warn("QP 0x%06x: XRC SRQ reply failed",
 			 qp->ibqpx.qp_base.qp_num);
 }
