@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "rpc/srn_rpc.h"
+#include "util/util.h"
 
 static int srn_rpc_bind_pair(struct srn_rpc_server *srv, unsigned short port)
 {
@@ -187,7 +188,10 @@ static void srn_rpc_conn_drop(struct srn_rpc_server *srv, unsigned k)
 	srn_rpc_conn_put(c);
 }
 
-/* A same-host client: our uid (or root) gets the segment's memfd. */
+/* A same-host client gets the segment's memfd if it may ptrace us anyway
+ * (srn_self_kin: our user, both dumpable, no Yama restriction) or is
+ * root; another (a client of our user when we are not dumpable, say) is
+ * closed and takes the network path (srn_clnt_create, "auto"). */
 static void srn_rpc_unix_accept(struct srn_rpc_server *srv, int lfd)
 {
 	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 }, byte = 'S';
@@ -204,7 +208,7 @@ static void srn_rpc_unix_accept(struct srn_rpc_server *srv, int lfd)
 	if (fd < 0)
 		return;
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) < 0 ||
-	    (uc.uid != geteuid() && uc.uid != 0)) {
+	    (uc.uid != 0 && !srn_self_kin(uc.pid, uc.uid))) {
 		close(fd);
 		return;
 	}

@@ -17,6 +17,7 @@
 
 #include "rpc/srn_rpc.h"
 #include "util/srn_compiler.h"
+#include "util/util.h"
 
 static int srn_rpc_server_init_workers(struct srn_rpc_server *srv)
 {
@@ -96,6 +97,9 @@ srn_rpc_server_create(const struct srn_rpc_server_attr *attr)
 		errno = ENOMEM;
 		return NULL;
 	}
+	/* the user who may map the segment is judged as the server is now
+	 * (a program that drops privileges first: srn_self_kin) */
+	srn_self_refresh();
 	srv->ufd = srv->tfd = srv->efd = srv->segfd = -1;
 	rc = srn_rpc_server_setup(srv, attr);
 	if (rc) {

@@ -11,6 +11,7 @@
  *
  * Exits 0 when every check holds, 1 (and says which) otherwise.
  */
+#define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
@@ -20,6 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -56,6 +59,16 @@ static double now_s(void)
 }
 
 static struct srn_rpc_server *the_server;
+/* >= 0: the server runs as nobody, dumpable or not (test_closed) */
+static int server_dumpable = -1;
+
+static int become_nobody(void)
+{
+	gid_t g = 65534;
+
+	return setgroups(1, &g) || setresgid(g, g, g) ||
+	       setresuid(65534, 65534, 65534);
+}
 
 static void on_term(int sig)
 {
@@ -66,10 +79,15 @@ static void server_child(int wfd, unsigned min, unsigned max)
 {
 	struct srn_rpc_server_attr a = { .min_workers = min,
 					 .max_workers = max };
-	struct srn_rpc_server *s = srn_rpc_server_create(&a);
+	struct srn_rpc_server *s;
 	struct sigaction sa = { .sa_handler = on_term };
 	unsigned short p = 0;
 
+	if (server_dumpable >= 0 &&
+	    (become_nobody() ||
+	     prctl(PR_SET_DUMPABLE, server_dumpable, 0, 0, 0)))
+		_exit(3);
+	s = srn_rpc_server_create(&a);
 	the_server = s;
 	sigaction(SIGTERM, &sa, NULL);
 	if (!s || srn_rpc_server_register(s, CALC_PROG, CALC_VERS, calc_prog_1))
@@ -1319,6 +1337,60 @@ static void test_api(void)
 	api_tcp_client();
 }
 
+/* test_closed's client, as nobody (dumpable): "shm" gets a client exactly
+ * when want_shm; "auto" always does, over shm only when want_shm, and its
+ * calls are answered. The exit status: 0 when all held. */
+static int closed_client(bool want_shm)
+{
+	CLIENT *cl;
+
+	if (become_nobody() || prctl(PR_SET_DUMPABLE, 1, 0, 0, 0))
+		return 2;
+	cl = client("shm");
+	CHECK(!cl == !want_shm, "shm: a client %s", cl ? "made" : "refused");
+	if (cl)
+		clnt_destroy(cl);
+	cl = client("auto");
+	CHECK(cl, "auto: %s", clnt_spcreateerror("auto"));
+	if (!cl)
+		return 1;
+	CHECK(!strcmp(cl->cl_netid, "shm") == want_shm, "auto took %s",
+	      cl->cl_netid);
+	check_small(cl);
+	clnt_destroy(cl);
+	return failures ? 1 : 0;
+}
+
+/*
+ * Who may map a server's segment (docs/security.md): a client of the
+ * server's user only if it could ptrace the server anyway. Both as
+ * nobody: a dumpable server serves "shm" (the control); one that is not
+ * dumpable refuses it, and "auto" takes the network.
+ */
+static void test_closed(void)
+{
+	if (geteuid() != 0) {
+		printf("skip: needs root (the roles run as nobody)\n");
+		exit(77);
+	}
+	for (int d = 1; d >= 0; d--) {
+		pid_t srv, cpid;
+		int st = 0;
+
+		server_dumpable = d;
+		srv = server_start(1, 2);
+		fflush(NULL);
+		cpid = fork();
+		if (cpid == 0)
+			_exit(closed_client(d == 1));
+		waitpid(cpid, &st, 0);
+		CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		      "%s server: client status %#x",
+		      d ? "dumpable" : "non-dumpable", st);
+		server_stop(srv);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	const char *what = argc > 1 ? argv[1] : "calls";
@@ -1329,6 +1401,8 @@ int main(int argc, char **argv)
 		nettype = argv[2];
 	if (!strcmp(what, "api")) {
 		test_api();
+	} else if (!strcmp(what, "closed")) {
+		test_closed();
 	} else {
 		srv = server_start(1, 2);
 		server_pid = srv;
