@@ -22,8 +22,10 @@
  * The first three scenarios run again with both roles as nobody, one of
  * them not dumpable (PR_SET_DUMPABLE 0: the other may not ptrace it, so
  * it may not map its memory either), each way round: the mediated path,
- * nothing shared. And once with both dumpable, where the two do share
- * memory (the shm path): the control that shows the count can see it.
+ * nothing shared; and with both dumpable but the target in another group
+ * (ptrace needs the same gids too). And once with both dumpable, where
+ * the two do share memory (the shm path): the control that shows the
+ * count can see it.
  *
  * Needs root (exit 77 otherwise). Usage: test_xuser
  */
@@ -59,6 +61,7 @@ enum xu_users {
 	XU_CLOSED_TARGET, /* both nobody; the target not dumpable */
 	XU_CLOSED_INITIATOR, /* both nobody; the initiator not dumpable */
 	XU_KIN, /* both nobody, both dumpable: they share memory */
+	XU_OTHER_GROUP, /* both nobody and dumpable, the target in group 1 */
 };
 
 struct xu_arg {
@@ -72,14 +75,17 @@ struct ino_list {
 	uint64_t ino[MAX_INO];
 };
 
-static int become_nobody(void)
+static int become_nobody_in(gid_t g)
 {
-	gid_t g = NOBODY;
-
-	if (setgroups(1, &g) || setresgid(NOBODY, NOBODY, NOBODY) ||
+	if (setgroups(1, &g) || setresgid(g, g, g) ||
 	    setresuid(NOBODY, NOBODY, NOBODY))
 		return -1;
 	return 0;
+}
+
+static int become_nobody(void)
+{
+	return become_nobody_in(NOBODY);
 }
 
 /* Takes this role's user (and dumpability: a change of uid without exec
@@ -91,7 +97,8 @@ static int take_role(const struct xu_arg *a, bool is_target)
 
 	if (a->users == XU_ROOT_NOBODY)
 		return a->nobody_is_target == is_target ? become_nobody() : 0;
-	if (become_nobody())
+	if (become_nobody_in(a->users == XU_OTHER_GROUP && is_target ? 1 :
+								       NOBODY))
 		return -1;
 	return prctl(PR_SET_DUMPABLE, closed ? 0 : 1, 0, 0, 0);
 }
@@ -310,6 +317,7 @@ static int scenario(const char *name, enum scen sc, bool nobody_is_target,
 		[XU_CLOSED_TARGET] = "nobody -> nobody not dumpable",
 		[XU_CLOSED_INITIATOR] = "nobody not dumpable -> nobody",
 		[XU_KIN] = "nobody -> nobody, both dumpable",
+		[XU_OTHER_GROUP] = "nobody -> nobody in another group",
 	};
 	struct xu_arg a = { sc, nobody_is_target, users };
 	char full[128];
@@ -362,6 +370,11 @@ int main(void)
 	else
 		passed++;
 	if (scenario("write_ok_then_bad_rkey", SC_BAD_RKEY, false, XU_KIN))
+		failed++;
+	else
+		passed++;
+	if (scenario("write_ok_then_bad_rkey", SC_BAD_RKEY, false,
+		     XU_OTHER_GROUP))
 		failed++;
 	else
 		passed++;
