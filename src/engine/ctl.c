@@ -1287,7 +1287,8 @@ int srn_ctl_dial(uint32_t qpn, int timeout_s)
  * (srn_transport_connect). The dial itself asks the kernel who owns the
  * QP, so no separate probe is needed.
  */
-int srn_ctl_dial_own(struct srn_qp *qp, uint32_t qpn, int timeout_s)
+int srn_ctl_dial_own(struct srn_qp *qp, uint32_t qpn, int timeout_s,
+		     pid_t *pid_p)
 {
 	struct ucred cr;
 	int fd = srn_ctl_connect(qpn, timeout_s, &cr);
@@ -1299,6 +1300,8 @@ int srn_ctl_dial_own(struct srn_qp *qp, uint32_t qpn, int timeout_s)
 		close(fd);
 		return -EACCES;
 	}
+	if (fd >= 0)
+		*pid_p = cr.pid;
 	/* relaxed: a value on its own (srn_ctl_dialed_by reads it) */
 	if (fd >= 0 && cr.pid > 0)
 		atomic_store_explicit(&qp->ctl_dialed,

@@ -150,7 +150,8 @@ void srn_ctl_unlisten(struct srn_qp *qp);
 int srn_ctl_srqn_reserve(uint32_t *srqn_p);
 void srn_ctl_kick_peers(struct srn_qp *qp);
 int srn_ctl_dial(uint32_t qpn, int timeout_s);
-int srn_ctl_dial_own(struct srn_qp *qp, uint32_t qpn, int timeout_s);
+int srn_ctl_dial_own(struct srn_qp *qp, uint32_t qpn, int timeout_s,
+		     pid_t *pid_p);
 void srn_ctl_undial(struct srn_qp *qp);
 bool srn_ctl_peer_foreign(const union ibv_gid *dgid, uint32_t qpn);
 int srn_ctl_mediate(uint32_t qpn, uint32_t src_qpn, const void *hello,

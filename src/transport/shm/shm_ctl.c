@@ -330,8 +330,17 @@ static int srn_shm_take_rep(struct srn_peer *p, bool may_wait)
 	p->deferred = err == -EINPROGRESS;
 	srn_dbg("QP 0x%06x: QP 0x%06x answered: %s",
 		p->qp->ibqpx.qp_base.qp_num, p->qpn, strerror(-err));
+	/* the kernel said who listens (the dial): the process whose memory
+	 * process_vm_writev may reach is that one, not whom it names */
+	if (!err && rep.owner_pid != (uint32_t)p->pid) {
+		srn_warn("QP 0x%06x: QP 0x%06x's process %d says it is %u: "
+			 "refused",
+			 p->qp->ibqpx.qp_base.qp_num, p->qpn, (int)p->pid,
+			 rep.owner_pid);
+		err = -EPROTO;
+		p->broken = true;
+	}
 	if (!err) {
-		p->pid = rep.owner_pid;
 		err = srn_shm_map_target(p, &rep, fds);
 		nfds = 0; /* consumed */
 		if (!err)
@@ -455,7 +464,8 @@ int srn_shm_ctl_connect(struct srn_peer *p, uint32_t dqpn)
 	/* a peer shares memory: its process must be one that may ptrace
 	 * ours anyway (srn_self_kin; the mediated path otherwise,
 	 * srn_transport_connect, or for a datagram srn_ud_execute's) */
-	p->conn.fd = srn_ctl_dial_own(p->qp, dqpn, SRN_SHM_CTL_TIMEOUT_S);
+	p->conn.fd =
+		srn_ctl_dial_own(p->qp, dqpn, SRN_SHM_CTL_TIMEOUT_S, &p->pid);
 	if (p->conn.fd < 0) {
 		err = p->conn.fd;
 		if (err == -EACCES) /* another user's (said at debug level) */
