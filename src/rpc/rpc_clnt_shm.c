@@ -268,6 +268,17 @@ AUTH *srn_rpc_authnone(void)
 	return a;
 }
 
+/* Is the process at the other end of s a server we may send calls to:
+ * our user's or root's (anyone may bind an abstract name first)? */
+static bool srn_rpc_clnt_trusts(int s)
+{
+	struct ucred uc;
+	socklen_t len = sizeof(uc);
+
+	return !getsockopt(s, SOL_SOCKET, SO_PEERCRED, &uc, &len) &&
+	       len == sizeof(uc) && (uc.uid == geteuid() || uc.uid == 0);
+}
+
 /* Connects to the server's socket and receives the segment. */
 static int srn_rpc_clnt_find(rpcprog_t prog, rpcvers_t vers, int *fd_p)
 {
@@ -289,6 +300,7 @@ static int srn_rpc_clnt_find(rpcprog_t prog, rpcvers_t vers, int *fd_p)
 	if (connect(s, (struct sockaddr *)&sa,
 		    (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
 				n)) < 0 ||
+	    !srn_rpc_clnt_trusts(s) ||
 	    recvmsg(s, &mh, MSG_CMSG_CLOEXEC) != 1)
 		goto fail;
 	cm = CMSG_FIRSTHDR(&mh);

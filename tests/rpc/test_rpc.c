@@ -17,13 +17,15 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <grp.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <grp.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1391,6 +1393,62 @@ static void test_closed(void)
 	}
 }
 
+/* test_squat's squatter, as nobody: binds the program's abstract name
+ * first, takes connections and answers nothing. */
+static void squatter(int wfd)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int n = snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1,
+			 "softrnic-rpc.%lu.%lu", (unsigned long)CALC_PROG,
+			 (unsigned long)CALC_VERS);
+	char ok = 1;
+
+	if (become_nobody() || s < 0 ||
+	    bind(s, (struct sockaddr *)&sa,
+		 (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) ||
+	    listen(s, 8) || write(wfd, &ok, 1) != 1)
+		_exit(3);
+	for (;;)
+		if (accept(s, NULL, NULL) < 0)
+			_exit(0);
+}
+
+/*
+ * Anyone may bind a program's abstract name first. A client sends calls
+ * only to a server of its own user or root: with nobody squatting the
+ * name, root's "shm" client fails at once (before: it waited for a
+ * segment for ever, or took whatever segment the squatter sent).
+ */
+static void test_squat(void)
+{
+	double t0 = now_s();
+	int fd[2], st = 0;
+	char ok = 0;
+	CLIENT *cl;
+	pid_t pid;
+
+	if (geteuid() != 0) {
+		printf("skip: needs root (the squatter runs as nobody)\n");
+		exit(77);
+	}
+	if (pipe(fd))
+		exit(2);
+	pid = fork();
+	if (pid == 0)
+		squatter(fd[1]);
+	CHECK(read(fd[0], &ok, 1) == 1 && ok, "the squatter did not start");
+	alarm(30); /* a client that waits for the squatter fails here */
+	cl = srn_clnt_create("localhost", CALC_PROG, CALC_VERS, "shm");
+	alarm(0);
+	CHECK(!cl, "a client of root took another user's server");
+	CHECK(now_s() - t0 < 10, "refused only after %.1f s", now_s() - t0);
+	if (cl)
+		clnt_destroy(cl);
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+}
+
 int main(int argc, char **argv)
 {
 	const char *what = argc > 1 ? argv[1] : "calls";
@@ -1403,6 +1461,8 @@ int main(int argc, char **argv)
 		test_api();
 	} else if (!strcmp(what, "closed")) {
 		test_closed();
+	} else if (!strcmp(what, "squat")) {
+		test_squat();
 	} else {
 		srv = server_start(1, 2);
 		server_pid = srv;
