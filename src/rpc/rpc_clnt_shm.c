@@ -300,8 +300,7 @@ static int srn_rpc_clnt_find(rpcprog_t prog, rpcvers_t vers, int *fd_p)
 	if (connect(s, (struct sockaddr *)&sa,
 		    (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
 				n)) < 0 ||
-	    !srn_rpc_clnt_trusts(s) ||
-	    recvmsg(s, &mh, MSG_CMSG_CLOEXEC) != 1)
+	    !srn_rpc_clnt_trusts(s) || recvmsg(s, &mh, MSG_CMSG_CLOEXEC) != 1)
 		goto fail;
 	cm = CMSG_FIRSTHDR(&mh);
 	if (!cm || cm->cmsg_level != SOL_SOCKET ||

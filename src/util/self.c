@@ -42,7 +42,9 @@ __attribute__((constructor)) static void srn_self_init(void)
  * cannot be read (fail closed). Only a reading is kept, never a failure. */
 static int srn_ptrace_scope(void)
 {
-	static int scope = -1; /* relaxed: a value on its own */
+	static int scope = -1;
+	/* relaxed: a value on its own, the same whichever thread reads the
+	 * file (pairs with the relaxed store below only as a cache) */
 	int v = __atomic_load_n(&scope, __ATOMIC_RELAXED);
 	FILE *f;
 
@@ -56,6 +58,7 @@ static int srn_ptrace_scope(void)
 		v = 3;
 	if (f)
 		fclose(f);
+	/* relaxed: as the load above */
 	__atomic_store_n(&scope, v, __ATOMIC_RELAXED);
 	return v;
 }
