@@ -1404,7 +1404,9 @@ static void squatter(int wfd)
 			 (unsigned long)CALC_VERS);
 	char ok = 1;
 
-	if (become_nobody() || s < 0 ||
+	/* dies with the test, however it ends (after the uid change,
+	 * which clears the setting) */
+	if (become_nobody() || prctl(PR_SET_PDEATHSIG, SIGKILL) || s < 0 ||
 	    bind(s, (struct sockaddr *)&sa,
 		 (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) ||
 	    listen(s, 8) || write(wfd, &ok, 1) != 1)
