@@ -23,7 +23,8 @@ if ! clang -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined \
 	-DCALC_SLEEP_MAX_MS=100 \
 	-fno-sanitize-recover=all -w -I"$root/src" -I"$root/include" -I"$work" \
 	$(pkg-config --cflags libtirpc) "$here/fuzz_rpc.c" "${srcs[@]}" \
-	"$root/src/util/log.c" "$root/examples/rpc/calc_proc.c" \
+	"$root/src/util/log.c" "$root/src/util/self.c" \
+	"$root/examples/rpc/calc_proc.c" \
 	"$work/calc_xdr.c" "$work/calc_svc.c" \
 	$(pkg-config --libs libtirpc) -lpthread -o "$work/fuzz" 2>"$work/cc.log"; then
 	if grep -q -i 'libclang_rt.fuzzer\|cannot find.*fuzzer' "$work/cc.log"; then
