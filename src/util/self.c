@@ -63,13 +63,6 @@ static int srn_ptrace_scope(void)
 	return v;
 }
 
-/* What ptrace's access check reads of a process (/proc/<pid>/status). */
-struct srn_cred {
-	unsigned uid[3], gid[3]; /* real, effective, saved */
-	unsigned long long prm, eff; /* permitted, effective capabilities */
-	unsigned long userns; /* inode of its user namespace */
-};
-
 #define SRN_CAP_SYS_PTRACE 19
 
 /* pid 0: this process. 0 or -1 (gone, or not ours to read). */
@@ -106,7 +99,8 @@ static int srn_cred_read(pid_t pid, struct srn_cred *c)
 }
 
 /*
- * Would the kernel let tracer t attach to tracee e (dumpable or not)?
+ * Would the kernel let tracer t attach to tracee e (dumpable or not)
+ * under Yama scope scope?
  * ptrace(2), "Ptrace access mode checking", with PTRACE_MODE_REALCREDS:
  * t's real ids equal all of e's, or t holds CAP_SYS_PTRACE (in e's user
  * namespace: taken as t's own only when they share it); e dumpable, or
@@ -114,12 +108,11 @@ static int srn_cred_read(pid_t pid, struct srn_cred *c)
  * capability; Yama: scope 0, or 1 and 2 with the capability (scope 1's
  * descendants are not counted: fail closed).
  */
-static bool srn_cred_may_trace(const struct srn_cred *t,
-			       const struct srn_cred *e, bool e_dumpable)
+bool srn_cred_may_trace(const struct srn_cred *t, const struct srn_cred *e,
+			bool e_dumpable, int scope)
 {
 	bool same_ns = t->userns == e->userns;
 	bool cap = same_ns && (t->eff >> SRN_CAP_SYS_PTRACE & 1);
-	int scope = srn_ptrace_scope();
 	bool ids = true;
 
 	for (int i = 0; i < 3; i++)
@@ -165,7 +158,8 @@ static bool srn_self_kin_eval(pid_t pid, uid_t uid)
 	    srn_cred_read(0, &self) || srn_cred_read(pid, &peer) ||
 	    peer.uid[1] != (unsigned)uid)
 		return false;
-	return srn_cred_may_trace(&peer, &self, prctl(PR_GET_DUMPABLE) == 1);
+	return srn_cred_may_trace(&peer, &self, prctl(PR_GET_DUMPABLE) == 1,
+				  srn_ptrace_scope());
 }
 
 /* Does /proc show our pid namespace (its "self" is our pid)? */

@@ -30,6 +30,14 @@ extern pid_t srn_pid;
 extern uid_t srn_euid; /* as it was when a device list was first made */
 void srn_self_refresh(void);
 bool srn_self_kin(pid_t pid, uid_t uid);
+/* What ptrace's access check reads of a process (/proc/<pid>/status). */
+struct srn_cred {
+	unsigned uid[3], gid[3]; /* real, effective, saved */
+	unsigned long long prm, eff; /* permitted, effective capabilities */
+	unsigned long userns; /* inode of its user namespace */
+};
+bool srn_cred_may_trace(const struct srn_cred *t, const struct srn_cred *e,
+			bool e_dumpable, int scope);
 
 /* ---- random.c: the kernel's CSPRNG, pooled per thread ---- */
 uint32_t srn_random_u32(void);

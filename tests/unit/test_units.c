@@ -636,6 +636,47 @@ static void test_fdshare_slot(void)
 	close(b);
 }
 
+/* ptrace's access rules as srn_self_kin applies them (util/self.c): the
+ * cases this machine cannot show (Yama, capabilities, saved ids). */
+static void test_cred_may_trace(void)
+{
+	const struct srn_cred u = { { 1000, 1000, 1000 },
+				    { 100, 100, 100 },
+				    0,
+				    0,
+				    7 };
+	struct srn_cred root = { { 0, 0, 0 }, { 0, 0, 0 }, ~0ull, ~0ull, 7 };
+	struct srn_cred t = u, e = u;
+
+	CHECK(srn_cred_may_trace(&t, &e, true, 0));
+	CHECK(!srn_cred_may_trace(&t, &e, false, 0)); /* not dumpable */
+	CHECK(!srn_cred_may_trace(&t, &e, true, 1)); /* Yama 1 */
+	CHECK(!srn_cred_may_trace(&t, &e, true, 2));
+	CHECK(!srn_cred_may_trace(&t, &e, true, 3));
+	e.gid[1] = 101; /* another effective group */
+	CHECK(!srn_cred_may_trace(&t, &e, true, 0));
+	e = u;
+	e.uid[2] = 0; /* a saved uid of root (a setuid program) */
+	CHECK(!srn_cred_may_trace(&t, &e, true, 0));
+	e = u;
+	e.prm = 1ull << 14; /* CAP_IPC_LOCK, which the tracer lacks */
+	CHECK(!srn_cred_may_trace(&t, &e, true, 0));
+	t.prm = e.prm;
+	CHECK(srn_cred_may_trace(&t, &e, true, 0));
+	t = u;
+	e = u;
+	e.userns = 8; /* another user namespace */
+	CHECK(!srn_cred_may_trace(&t, &e, true, 0));
+	/* CAP_SYS_PTRACE: ids, dumpability and capabilities do not matter,
+	 * Yama 1 and 2 let it, 3 does not; not in another namespace */
+	e = u;
+	CHECK(srn_cred_may_trace(&root, &e, false, 2));
+	CHECK(!srn_cred_may_trace(&root, &e, true, 3));
+	root.userns = 9;
+	CHECK(!srn_cred_may_trace(&root, &e, true, 0));
+	CHECK(!srn_cred_may_trace(&e, &root, true, 0)); /* a user over root */
+}
+
 int main(void)
 {
 	test_rq_ring();
@@ -652,5 +693,6 @@ int main(void)
 	test_cq_owner_resize();
 	test_ctl_reset();
 	test_fdshare_slot();
+	test_cred_may_trace();
 	return unit_summary();
 }
