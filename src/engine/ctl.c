@@ -211,6 +211,18 @@ static int srn_ctl_owner(uint32_t qpn, struct ucred *cr_p)
 	return err;
 }
 
+/* May the process cr, which owns QP qpn, share memory with ours
+ * (srn_self_kin)? Said at debug level when not. */
+static bool srn_ctl_kin(const struct ucred *cr, uint32_t qpn)
+{
+	if (srn_self_kin(cr->pid, cr->uid))
+		return true;
+	srn_dbg("QP 0x%06x belongs to pid %d of uid %u, which shares no "
+		"memory with us",
+		qpn, (int)cr->pid, (unsigned)cr->uid);
+	return false;
+}
+
 /*
  * Is the QP at (dgid, qpn) one of this host that belongs to another user
  * (root included: it is another user too), or to a process of ours that
@@ -231,11 +243,7 @@ bool srn_ctl_peer_foreign(const union ibv_gid *dgid, uint32_t qpn)
 			usleep(10000);
 		err = srn_ctl_owner(qpn, &cr);
 	}
-	if (!err && !srn_self_kin(cr.pid, cr.uid))
-		srn_dbg("QP 0x%06x belongs to pid %d of uid %u, which shares "
-			"no memory with us",
-			qpn, (int)cr.pid, (unsigned)cr.uid);
-	return !err && !srn_self_kin(cr.pid, cr.uid);
+	return !err && !srn_ctl_kin(&cr, qpn);
 }
 
 /* Has the process at the other end of c closed its end (what it sent may
@@ -1293,17 +1301,15 @@ int srn_ctl_dial_own(struct srn_qp *qp, uint32_t qpn, int timeout_s,
 	struct ucred cr;
 	int fd = srn_ctl_connect(qpn, timeout_s, &cr);
 
-	if (fd >= 0 && !srn_self_kin(cr.pid, cr.uid)) {
-		srn_dbg("QP 0x%06x belongs to pid %d of uid %u, which shares "
-			"no memory with us",
-			qpn, (int)cr.pid, (unsigned)cr.uid);
+	if (fd < 0)
+		return fd;
+	if (!srn_ctl_kin(&cr, qpn)) {
 		close(fd);
 		return -EACCES;
 	}
-	if (fd >= 0)
-		*pid_p = cr.pid;
+	*pid_p = cr.pid;
 	/* relaxed: a value on its own (srn_ctl_dialed_by reads it) */
-	if (fd >= 0 && cr.pid > 0)
+	if (cr.pid > 0)
 		atomic_store_explicit(&qp->ctl_dialed,
 				      (uint64_t)(uint32_t)cr.pid << 32 | qpn,
 				      memory_order_relaxed);
