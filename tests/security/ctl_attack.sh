@@ -12,9 +12,15 @@
 #       QPN, which it does not own
 #   (f) as nobody, asks for a mediated link as a QPN it owns: the victim is
 #       connected to its peer (not over a mediated link)
+#   (g) a second victim, as nobody (wire_victim alone: its peer QPN is one
+#       the attacker then owns): a nobody attacker of another group (same
+#       user, but it could not ptrace the victim: not kin) claims that
+#       QPN, which it really owns: the attach is refused (EACCES, no fd),
+#       and the attacker's exit leaves the victim's QP in RTS (a peer that
+#       was attached and leaves without BYE would move it to ERR)
 # Each must receive no fd at all (no memory, no link). Then the pair must finish normally (exit
 # 0, result printed) and the victim's QP must never have left RTR/RTS.
-#   ctl_attack.sh ATTACKER SOFTRNIC_TOOL     (ctest security_ctl)
+#   ctl_attack.sh ATTACKER SOFTRNIC_TOOL WIRE_VICTIM   (ctest security_ctl)
 # SOFTRNIC_LIB_DIR: the libibverbs.so.1 to attack (default build/lib);
 # CTL_ATTACK_VERSION: the protocol version the attacker writes (default
 # this tree's; 1 for a library older than ADOPT v2).
@@ -22,7 +28,8 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 attacker=${1:?usage: ctl_attack.sh ATTACKER SOFTRNIC_TOOL}
-tool=${2:?usage: ctl_attack.sh ATTACKER SOFTRNIC_TOOL}
+tool=${2:?usage: ctl_attack.sh ATTACKER SOFTRNIC_TOOL WIRE_VICTIM}
+wvictim=${3:?usage: ctl_attack.sh ATTACKER SOFTRNIC_TOOL WIRE_VICTIM}
 lib=${SOFTRNIC_LIB_DIR:-$here/../../build/lib}
 [ "$(id -u)" = 0 ] || { echo "skip: needs root (to run as nobody)"; exit 77; }
 command -v setpriv >/dev/null || { echo "skip: no setpriv"; exit 77; }
@@ -36,9 +43,9 @@ chmod 755 "$work"
 stamp=$work/stamp
 touch "$stamp"
 port=$((19000 + $$ % 1000))
-spid= cpid=
+spid= cpid= vpid=
 cleanup() {
-	for p in $spid $cpid; do
+	for p in $spid $cpid $vpid; do
 		kill -9 "$p" 2>/dev/null
 		wait "$p" 2>/dev/null
 	done
@@ -53,6 +60,8 @@ trap cleanup EXIT
 # nobody must be able to run the attacker wherever the build tree is
 cp "$attacker" "$work/ctl_attacker" && chmod 755 "$work/ctl_attacker"
 attacker=$work/ctl_attacker
+cp "$wvictim" "$work/wire_victim" && chmod 755 "$work/wire_victim"
+wvictim=$work/wire_victim
 
 fails=0
 check() { # name, condition result (0 ok), detail
@@ -128,6 +137,44 @@ attack "(f) nobody asking for a mediated link as its own QPN $own: refused" \
 	"MEDIATE: answer type 12 status -13 (Permission denied)" \
 	setpriv --reuid=nobody --regid="$group" --clear-groups -- \
 	"$victim" -c "$own" -o -m
+
+# (g): a nobody victim whose peer QPN the attacker owns; the attacker is
+# nobody too, in another group (not kin: it could not ptrace the victim)
+other=$(getent group daemon >/dev/null && echo daemon || echo 1)
+own=$(printf '0x%06x' $((0x300000 + (RANDOM << 4) + $$ % 16)))
+qpnfile=$work/victim2.qpn
+# the attacker owns the QPN first (the victim's RTR dials it), then waits
+# for the victim's QPN in qpnfile
+setpriv --reuid=nobody --regid="$other" --clear-groups -- \
+	"$attacker" "@$qpnfile" -c "$own" -o >"$work/attack_g.out" 2>&1 &
+apid=$!
+sleep 0.2
+env LD_LIBRARY_PATH="$lib" SOFTRNIC_TRANSPORT=shm timeout 60 \
+	setpriv --reuid=nobody --regid="$group" --clear-groups -- \
+	stdbuf -oL "$wvictim" alone 127.0.0.1 "$own" 0 "$work/go" \
+	>"$work/victim2.out" 2>&1 &
+vpid=$!
+for _ in $(seq 1 200); do
+	grep -q "pair done" "$work/victim2.out" 2>/dev/null && break
+	sleep 0.05
+done
+sed -n 's/^victim qpn \([0-9a-fx]*\) .*/\1/p' "$work/victim2.out" >"$qpnfile.tmp"
+mv "$qpnfile.tmp" "$qpnfile"
+wait $apid
+arc=$?
+sed 's/^/     /' "$work/attack_g.out"
+[ $arc = 0 ] && grep -q "fds received: 0" "$work/attack_g.out" &&
+	grep -q "CONNECT_REQ: answer type [0-9]* status -13 (Permission denied)" \
+		"$work/attack_g.out"
+check "(g) nobody of another group, owning the peer QPN $own: attach refused (EACCES)" \
+	$? "exit $arc, expected 0 fds and status -13"
+touch "$work/go"
+wait $vpid
+vpid=
+sed 's/^/     /' "$work/victim2.out"
+grep -q "state RTS" "$work/victim2.out"
+check "(g) the second victim's QP stays RTS after the attacker left" $? \
+	"$(cat "$work/victim2.out")"
 
 st=$("$tool" stat | awk -v q="$victim" '$1 == q { print $3 }')
 [ "$st" = RTR ] || [ "$st" = RTS ]

@@ -14,6 +14,9 @@
  *   -o            first bind and listen on CLAIM_QPN's socket ourselves:
  *                 the kernel then says we own that QPN
  *   -k KEY        then send MR_REQ for KEY (an rkey) and read the answer
+ *   VICTIM_QPN    a QPN, or @FILE: read it from FILE once FILE holds it
+ *                 (up to 20 s), after -o's bind: a victim whose RTR needs
+ *                 its peer QPN to exist is started after us
  *   -V VERSION    the protocol version to write in the headers (default
  *                 this tree's; 1 speaks to libraries older than ADOPT v2,
  *                 whose CONNECT_REQ and MR_REQ were the same)
@@ -212,6 +215,32 @@ static int do_mr(int fd, uint32_t key, unsigned *fds_total)
 	return read_answer(fd, "MR_REQ", fds_total);
 }
 
+/* The victim's QPN: a number, or @FILE (waited for: see the top). */
+static int victim_qpn(const char *arg, uint32_t *qpn_p)
+{
+	char buf[32];
+
+	for (int i = 0; arg[0] == '@' && i < 1000; i++) {
+		FILE *f = fopen(arg + 1, "re");
+		size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+
+		if (f)
+			fclose(f);
+		buf[n] = 0;
+		if (n && buf[n - 1] == '\n') {
+			*qpn_p = (uint32_t)strtoul(buf, NULL, 0);
+			return 0;
+		}
+		usleep(20000);
+	}
+	if (arg[0] == '@') {
+		fprintf(stderr, "ctl_attacker: no QPN in %s\n", arg + 1);
+		return -1;
+	}
+	*qpn_p = (uint32_t)strtoul(arg, NULL, 0);
+	return 0;
+}
+
 static int usage(void)
 {
 	fprintf(stderr,
@@ -229,7 +258,6 @@ int main(int argc, char **argv)
 
 	if (argc < 2)
 		return usage();
-	victim = (uint32_t)strtoul(argv[1], NULL, 0);
 	optind = 2;
 	while ((opt = getopt(argc, argv, "c:omk:V:")) != -1) {
 		if (opt == 'V')
@@ -248,6 +276,8 @@ int main(int argc, char **argv)
 	if ((own && !claim) || (!claim && !mr))
 		return usage();
 	if (own && (lfd = own_qpn(claim)) < 0)
+		return 2;
+	if (victim_qpn(argv[1], &victim))
 		return 2;
 	fd = dial(victim);
 	if (fd < 0)
