@@ -385,6 +385,9 @@ struct srn_cq_view {
 	/* last cons read: a lower bound, so the free space it implies is
 	 * never more than the truth (relaxed: a hint shared by producers) */
 	uint64_t cons_seen;
+	/* the bounce slots (SRN_CQ_BOUNCE_OFF), NULL if the segment is too
+	 * small for them */
+	uint8_t *bounce;
 };
 
 #define SRN_CQ_RQS 4
@@ -434,6 +437,12 @@ static inline struct srn_cq *to_scq(struct ibv_cq *c)
 int srn_cq_view_init(struct srn_cq_view *v, void *seg_addr, size_t seg_size,
 		     int chan_fd, int kick_fd);
 int srn_cq_post(struct srn_cq_view *v, const struct srn_cqe *cqe);
+/* srn_cq_post in two steps: claim a slot (0 or as srn_cq_post), then
+ * publish the CQE in it (the bounce slot of its position in between) */
+int srn_cq_claim(struct srn_cq_view *v, uint64_t *p_p, struct srn_cqe **slot_p);
+uint8_t *srn_cq_bounce_slot(struct srn_cq_view *v, uint64_t p);
+void srn_cq_publish(struct srn_cq_view *v, struct srn_cqe *slot, uint64_t p,
+		    const struct srn_cqe *cqe);
 int srn_cq_room(struct srn_cq_view *v, uint64_t p, uint32_t mask);
 int srn_cq_resize(struct srn_cq *cq, int cqe);
 int srn_cq_create(struct ibv_context *context, int cqe, void *cq_context,

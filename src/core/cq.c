@@ -67,6 +67,10 @@ int srn_cq_view_init(struct srn_cq_view *v, void *seg_addr, size_t seg_size,
 	v->chan_fd = chan_fd;
 	v->kick_fd = kick_fd;
 	v->cons_seen = 0;
+	v->bounce = off == sizeof(struct srn_cq_shm) &&
+				    seg_size >= SRN_CQ_SEG_SIZE ?
+			    (uint8_t *)seg_addr + SRN_CQ_BOUNCE_OFF :
+			    NULL;
 	return 0;
 }
 
@@ -273,16 +277,57 @@ static int srn_cq_reserve(struct srn_cq_view *v, uint64_t *p_p,
 	return 0;
 }
 
+int srn_cq_claim(struct srn_cq_view *v, uint64_t *p_p, struct srn_cqe **slot_p)
+{
+	uint32_t mask;
+	int err = srn_cq_reserve(v, p_p, &mask);
+
+	if (!err)
+		*slot_p = &v->ring[*p_p & mask];
+	return err;
+}
+
+/*
+ * The bounce slot of the CQE at position p (claimed), or NULL: the CQE
+ * that had this slot SRN_CQ_BOUNCE_SLOTS positions before is not consumed
+ * yet, or the segment has no slots. cons only grows (a resize or a clean
+ * moves it forward and places every bounce CQE it moves: srn_cq_unbounce),
+ * so a lower bound of it that says "consumed" is right.
+ */
+uint8_t *srn_cq_bounce_slot(struct srn_cq_view *v, uint64_t p)
+{
+	/* relaxed: a lower bound of cons (see srn_cq_room) */
+	uint64_t c = __atomic_load_n(&v->cons_seen, __ATOMIC_RELAXED);
+
+	if (!v->bounce)
+		return NULL;
+	if (p - c >= SRN_CQ_BOUNCE_SLOTS) {
+		/* acquire: pairs with the release of cons in srn_cq_drain
+		 * (and srn_cq_relayout, srn_cq_clean): the owner's copy out
+		 * of the slot is over. relaxed: a hint, as in srn_cq_room */
+		c = __atomic_load_n(&v->shm->cons, __ATOMIC_ACQUIRE);
+		__atomic_store_n(&v->cons_seen, c, __ATOMIC_RELAXED);
+		if (p - c >= SRN_CQ_BOUNCE_SLOTS)
+			return NULL;
+	}
+	return v->bounce + (p % SRN_CQ_BOUNCE_SLOTS) * SRN_CQ_BOUNCE_SIZE;
+}
+
 int srn_cq_post(struct srn_cq_view *v, const struct srn_cqe *cqe)
 {
 	struct srn_cqe *slot;
 	uint64_t p;
-	uint32_t mask;
-	int err = srn_cq_reserve(v, &p, &mask);
+	int err = srn_cq_claim(v, &p, &slot);
 
 	if (err)
 		return err;
-	slot = &v->ring[p & mask];
+	srn_cq_publish(v, slot, p, cqe);
+	return 0;
+}
+
+void srn_cq_publish(struct srn_cq_view *v, struct srn_cqe *slot, uint64_t p,
+		    const struct srn_cqe *cqe)
+{
 	memcpy(slot, cqe, offsetof(struct srn_cqe, owner_seq));
 	/* relaxed: set by the owner before the segment was shared (the
 	 * socket that passed it orders that) */
@@ -303,7 +348,6 @@ int srn_cq_post(struct srn_cq_view *v, const struct srn_cqe *cqe)
 		srn_smp_mb();
 	}
 	srn_cq_notify(v, cqe);
-	return 0;
 }
 
 void srn_cq_check_overflow(struct srn_cq *cq)
@@ -376,9 +420,8 @@ bool srn_cq_repair(struct srn_cq *cq)
  * changes no mapping. */
 static int srn_cq_init(struct srn_cq *cq, uint32_t size)
 {
-	size_t bytes = sizeof(struct srn_cq_shm) +
-		       (size_t)SRN_CQ_MAX_ENTRIES * sizeof(struct srn_cqe);
-	int err = srn_seg_create(&cq->seg, SRN_SEG_CQ, bytes, cq->handle);
+	int err = srn_seg_create(&cq->seg, SRN_SEG_CQ, SRN_CQ_SEG_SIZE,
+				 cq->handle);
 
 	if (err)
 		return err;
@@ -627,6 +670,8 @@ static void srn_cq_zero(struct srn_cq *cq, uint32_t entries)
 		memset(cq->ring, 0, len);
 }
 
+static void srn_cq_unbounce(struct srn_cq *cq, struct srn_cqe *c);
+
 /* Moves the n = x - cons CQEs into a ring of size entries, in order, and
  * publishes it. Reservations are blocked at x, all published. */
 static int srn_cq_relayout(struct srn_cq *cq, uint64_t x, uint32_t size)
@@ -637,8 +682,10 @@ static int srn_cq_relayout(struct srn_cq *cq, uint64_t x, uint32_t size)
 
 	if (n && !(tmp = malloc(n * sizeof(*tmp))))
 		return -ENOMEM;
-	for (uint64_t j = 0; j < n; j++)
+	for (uint64_t j = 0; j < n; j++) {
+		srn_cq_unbounce(cq, &cq->ring[(cq->cons + j) & cq->mask]);
 		tmp[j] = cq->ring[(cq->cons + j) & cq->mask];
+	}
 	srn_cq_zero(cq, old > size ? old : size);
 	for (uint64_t j = 0; j < n; j++) {
 		struct srn_cqe *slot = &cq->ring[(base + j) & (size - 1)];
@@ -730,6 +777,7 @@ void srn_cq_clean(struct srn_cq *cq, uint32_t qpn)
 
 		if (c->qp_num == qpn)
 			continue;
+		srn_cq_unbounce(cq, c);
 		dst--;
 		if (dst != i)
 			memcpy(&cq->ring[dst & cq->mask], c,
@@ -743,15 +791,49 @@ void srn_cq_clean(struct srn_cq *cq, uint32_t qpn)
 }
 
 /*
+ * Where the payload of an inline CQE is (*src_p, *len_p): in the CQE, or,
+ * with SRN_CQE_BOUNCE, in the CQ's bounce slot it names (struct
+ * srn_cqe_bnc; a datagram's sl in out). false: a slot or length out of
+ * bounds. What a peer wrote is read once.
+ */
+static bool srn_cq_inl_src(struct srn_cq *cq, const struct srn_cqe_inl *in,
+			   uint16_t flags, const uint8_t **src_p,
+			   uint32_t *len_p, struct srn_cqe *out)
+{
+	/* read once, through volatile: a peer may rewrite it meanwhile */
+	const volatile uint8_t *v = in->data;
+	struct srn_cqe_bnc bnc;
+	uint8_t raw[sizeof(bnc)];
+
+	if (!(flags & SRN_CQE_BOUNCE)) {
+		*src_p = NULL; /* data, then data2 */
+		*len_p = flags >> SRN_CQE_INL_LEN_SHIFT;
+		return *len_p <= SRN_CQE_INL_MAX;
+	}
+	for (size_t i = 0; i < sizeof(raw); i++)
+		raw[i] = v[i];
+	memcpy(&bnc, raw, sizeof(bnc));
+	if (!cq->local.bounce || bnc.slot >= SRN_CQ_BOUNCE_SLOTS ||
+	    bnc.len > SRN_CQ_BOUNCE_SIZE)
+		return false;
+	*src_p = cq->local.bounce + (size_t)bnc.slot * SRN_CQ_BOUNCE_SIZE;
+	*len_p = bnc.len;
+	out->sl = bnc.sl;
+	if (flags & SRN_CQE_BNC_GRH)
+		out->wc_flags |= IBV_WC_GRH;
+	return true;
+}
+
+/*
  * An inline receive CQE (struct srn_cqe_inl, from a same-host initiator):
- * its payload goes to the receive SGE it names once our own TPT says that
- * key is an MR of ours with LOCAL_WRITE that holds the bytes (and not an
- * ODP one, whose pages may be missing: initiators place into those with
- * process_vm_writev, which cannot fault); *out gets
- * the completion it stands for. One that fails the checks (a peer that
- * lies, or an MR deregistered under a posted receive) completes with
- * IBV_WC_LOC_PROT_ERR and places nothing. What a peer wrote is read once.
- * cq->lock held.
+ * its payload (in the CQE, or in the bounce slot it names) goes to the
+ * receive SGE it names once our own TPT says that key is an MR of ours
+ * with LOCAL_WRITE that holds the bytes (and not an ODP one, whose pages
+ * may be missing: initiators place into those with process_vm_writev,
+ * which cannot fault); *out gets the completion it stands for. One that
+ * fails the checks (a peer that lies, or an MR deregistered under a posted
+ * receive) completes with IBV_WC_LOC_PROT_ERR and places nothing. What a
+ * peer wrote is read once. cq->lock held.
  */
 void srn_cq_inl_take(struct srn_cq *cq, const struct srn_cqe *c,
 		     struct srn_cqe *out)
@@ -761,8 +843,9 @@ void srn_cq_inl_take(struct srn_cq *cq, const struct srn_cqe *c,
 	 * caller's); a peer may rewrite them meanwhile */
 	uint16_t flags = __atomic_load_n(&in->flags, __ATOMIC_RELAXED);
 	uint64_t addr = __atomic_load_n(&in->addr, __ATOMIC_RELAXED);
-	uint32_t len = flags >> SRN_CQE_INL_LEN_SHIFT, head;
+	const uint8_t *src;
 	struct srn_key_ref ref;
+	uint32_t len, head;
 	uint8_t *dst;
 
 	*out = (struct srn_cqe){
@@ -774,7 +857,7 @@ void srn_cq_inl_take(struct srn_cq *cq, const struct srn_cqe *c,
 		.rq_pos = in->rq_pos,
 	};
 	/* relaxed: as above */
-	if (len > SRN_CQE_INL_MAX ||
+	if (!srn_cq_inl_src(cq, in, flags, &src, &len, out) ||
 	    srn_tpt_lookup(srn_ctx_tpt(cq->ctx),
 			   __atomic_load_n(&in->lkey, __ATOMIC_RELAXED),
 			   &ref) ||
@@ -783,18 +866,40 @@ void srn_cq_inl_take(struct srn_cq *cq, const struct srn_cqe *c,
 	    srn_key_check_span(&ref, IBV_ACCESS_LOCAL_WRITE, addr, len) !=
 		    SRN_KEY_OK) {
 		out->status = out->vendor_err = IBV_WC_LOC_PROT_ERR;
+		out->wc_flags = 0;
 		return;
 	}
 	dst = (uint8_t *)(uintptr_t)(ref.va + (addr - ref.iova));
-	head = len < sizeof(in->data) ? len : sizeof(in->data);
-	memcpy(dst, in->data, head);
-	memcpy(dst + head, in->data2, len - head);
+	if (src) {
+		memcpy(dst, src, len);
+	} else {
+		head = len < sizeof(in->data) ? len : sizeof(in->data);
+		memcpy(dst, in->data, head);
+		memcpy(dst + head, in->data2, len - head);
+	}
 	out->status = IBV_WC_SUCCESS;
 	out->byte_len = len;
 	if (flags & SRN_CQE_INL_IMM) {
 		out->imm_data = in->imm_data;
-		out->wc_flags = IBV_WC_WITH_IMM;
+		out->wc_flags |= IBV_WC_WITH_IMM;
 	}
+}
+
+/* A bounce CQE in the ring is placed now and becomes the plain CQE it
+ * stands for (its slot is then free): before a resize or a clean moves it
+ * to another position, whose bounce slot is another. cq->lock held. */
+static void srn_cq_unbounce(struct srn_cq *cq, struct srn_cqe *c)
+{
+	struct srn_cqe out;
+
+	/* relaxed: the entry is published (the caller acquired its tag);
+	 * read once here */
+	if ((__atomic_load_n(&c->flags, __ATOMIC_RELAXED) &
+	     (SRN_CQE_INLINE | SRN_CQE_BOUNCE)) !=
+	    (SRN_CQE_INLINE | SRN_CQE_BOUNCE))
+		return;
+	srn_cq_inl_take(cq, c, &out);
+	memcpy(c, &out, offsetof(struct srn_cqe, owner_seq));
 }
 
 /* ibv_req_notify_cq: the next completion (or the next solicited one)

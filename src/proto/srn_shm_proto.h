@@ -22,8 +22,9 @@
 /* 2: TPT entries of memory windows; 3: the QP's type and Q_Key; 4: a TPT
  * of 2^21 entries (MR keys of 21 index bits); 5: resizable CQs (the CQ
  * segment holds the largest ring, srn_cq_shm.gen, SRN_CQ_PROD_RESIZING);
- * 6: a small SEND's payload in its receive CQE (struct srn_cqe_inl) */
-#define SRN_SHM_VERSION 6
+ * 6: a small SEND's payload in its receive CQE (struct srn_cqe_inl);
+ * 7: bounce slots after the CQ's ring (SRN_CQE_BOUNCE) */
+#define SRN_SHM_VERSION 7
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 	      "shared memory is little-endian (futex on half of a word)");
@@ -145,6 +146,10 @@ static_assert(sizeof(struct srn_srq_shm) == 384, "srq shm size");
 #define SRN_CQE_INLINE 0x2u
 #define SRN_CQE_INL_IMM 0x4u /* ... and it carries an immediate */
 #define SRN_CQE_INL_LEN_SHIFT 8 /* ... of (flags >> 8) bytes */
+/* struct srn_cqe_inl whose payload is in the CQ's bounce slot named in
+ * data (struct srn_cqe_bnc), not in the CQE */
+#define SRN_CQE_BOUNCE 0x8u
+#define SRN_CQE_BNC_GRH 0x10u /* ... a datagram's: the GRH starts it */
 
 struct srn_cqe {
 	uint64_t wr_id;
@@ -219,6 +224,30 @@ static_assert(sizeof(((struct srn_cqe_inl *)0)->data) +
 		      SRN_CQE_INL_MAX,
 	      "inline cqe payload");
 
+/*
+ * A receive whose buffer the initiator may not map (an MR without a remote
+ * right under SOFTRNIC_LOCAL_MR=private, a receive buffer in a read-only
+ * MR, memory that could not be remapped) takes the bounce path when the
+ * bytes to place (a datagram's GRH first) fit the receive WQE's first SGE
+ * and one slot: the initiator copies them into the CQ's bounce slot
+ * (position of the CQE mod SRN_CQ_BOUNCE_SLOTS, used only while the CQE
+ * that had that slot before was consumed) and posts an srn_cqe_inl with
+ * SRN_CQE_INLINE | SRN_CQE_BOUNCE whose data holds struct srn_cqe_bnc; the
+ * owner's poll checks the SGE in its own TPT, as for an inline CQE, and
+ * copies the slot there.
+ */
+#define SRN_CQ_BOUNCE_SLOTS 256u
+#define SRN_CQ_BOUNCE_SIZE 8192u
+struct srn_cqe_bnc {
+	uint32_t len; /* bytes in the slot (GRH included) */
+	uint32_t slot; /* < SRN_CQ_BOUNCE_SLOTS */
+	uint8_t sl; /* a datagram's service level */
+	uint8_t rsvd[3];
+};
+static_assert(sizeof(struct srn_cqe_bnc) <=
+		      sizeof(((struct srn_cqe_inl *)0)->data),
+	      "bounce cqe data");
+
 /* srn_cq_shm.flags */
 #define SRN_CQF_TIMESTAMP 1u /* producers stamp every CQE (srn_cqe.ts) */
 
@@ -267,6 +296,13 @@ static_assert(offsetof(struct srn_cq_shm, gen) == 76, "cq gen offset");
 static_assert(offsetof(struct srn_cq_shm, prod) == 128, "cq prod offset");
 static_assert(offsetof(struct srn_cq_shm, cons) == 192, "cq cons offset");
 static_assert(offsetof(struct srn_cq_shm, arm) == 256, "cq arm offset");
+/* The bounce slots follow the largest ring (the segment's cqe_off is
+ * always sizeof(struct srn_cq_shm)). */
+#define SRN_CQ_BOUNCE_OFF            \
+	(sizeof(struct srn_cq_shm) + \
+	 (size_t)SRN_CQ_MAX_ENTRIES * sizeof(struct srn_cqe))
+#define SRN_CQ_SEG_SIZE \
+	(SRN_CQ_BOUNCE_OFF + (size_t)SRN_CQ_BOUNCE_SLOTS * SRN_CQ_BOUNCE_SIZE)
 
 /* ------------------------------------------------------------------ */
 /* Translation and protection table, one per context. The owner maps it */

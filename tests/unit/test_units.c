@@ -502,6 +502,79 @@ static void test_cq_inline(void)
 	ibv_free_device_list(l);
 }
 
+/* One crafted bounce CQE (SRN_CQE_BOUNCE): its slot filled with 0xcd,
+ * polled by the owner: the completion (*wc) and its status. */
+static enum ibv_wc_status cq_bounce_one(struct ibv_cq *ibcq, uint32_t lkey,
+					uint64_t addr, uint32_t len,
+					uint32_t slot, uint16_t more,
+					struct ibv_wc *wc)
+{
+	struct srn_cq *cq = to_scq(ibcq);
+	struct srn_cqe_bnc b = { .len = len, .slot = slot };
+	struct srn_cqe_inl in = {
+		.wr_id = 6,
+		.addr = addr,
+		.lkey = lkey,
+		.flags = SRN_CQE_INLINE | SRN_CQE_BOUNCE | more,
+	};
+
+	memcpy(in.data, &b, sizeof(b));
+	if (slot < SRN_CQ_BOUNCE_SLOTS)
+		memset(cq->local.bounce + (size_t)slot * SRN_CQ_BOUNCE_SIZE,
+		       0xcd, SRN_CQ_BOUNCE_SIZE);
+	CHECK(srn_cq_post(&cq->local, (struct srn_cqe *)&in) == 0);
+	if (ibv_poll_cq(ibcq, 1, wc) != 1 || wc->wr_id != 6)
+		return IBV_WC_GENERAL_ERR;
+	CHECK(wc->byte_len == (wc->status == IBV_WC_SUCCESS ? len : 0));
+	return wc->status;
+}
+
+/* A peer writes bounce CQEs: the owner's poll copies the slot they name
+ * only inside one of its own MRs with LOCAL_WRITE, and completes one that
+ * names a slot or length out of bounds with LOC_PROT_ERR, writing
+ * nothing. */
+static void test_cq_bounce(void)
+{
+	struct ibv_device **l = ibv_get_device_list(NULL);
+	struct ibv_context *ctx = l ? ibv_open_device(l[0]) : NULL;
+	struct ibv_pd *pd = ctx ? ibv_alloc_pd(ctx) : NULL;
+	struct ibv_cq *ibcq = ctx ? ibv_create_cq(ctx, 8, NULL, NULL, 0) : NULL;
+	static uint8_t buf[16384];
+	uint64_t a = (uintptr_t)buf;
+	struct ibv_mr *w = NULL;
+	struct ibv_wc wc;
+
+	CHECK(pd && ibcq && to_scq(ibcq)->local.bounce);
+	w = pd ? ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE) :
+		 NULL;
+	CHECK(w != NULL);
+	if (!w || !ibcq || !to_scq(ibcq)->local.bounce)
+		return;
+	CHECK(cq_bounce_one(ibcq, w->lkey, a + 100, 5000, 3, 0, &wc) ==
+	      IBV_WC_SUCCESS);
+	CHECK(all_zero(buf, 100) && buf[100] == 0xcd && buf[5099] == 0xcd &&
+	      all_zero(buf + 5100, sizeof(buf) - 5100) &&
+	      !(wc.wc_flags & IBV_WC_GRH));
+	memset(buf, 0, sizeof(buf));
+	CHECK(cq_bounce_one(ibcq, w->lkey, a, 48, 255, SRN_CQE_BNC_GRH, &wc) ==
+		      IBV_WC_SUCCESS &&
+	      (wc.wc_flags & IBV_WC_GRH) && buf[47] == 0xcd && !buf[48]);
+	memset(buf, 0, sizeof(buf));
+	CHECK(cq_bounce_one(ibcq, w->lkey, a, 8, SRN_CQ_BOUNCE_SLOTS, 0, &wc) ==
+	      IBV_WC_LOC_PROT_ERR); /* no such slot */
+	CHECK(cq_bounce_one(ibcq, w->lkey, a, SRN_CQ_BOUNCE_SIZE + 1, 0, 0,
+			    &wc) == IBV_WC_LOC_PROT_ERR); /* more than a slot */
+	CHECK(cq_bounce_one(ibcq, w->lkey, a + 10000, 8000, 0, SRN_CQE_BNC_GRH,
+			    &wc) == IBV_WC_LOC_PROT_ERR &&
+	      !(wc.wc_flags & IBV_WC_GRH)); /* past the MR */
+	CHECK(all_zero(buf, sizeof(buf)));
+	ibv_dereg_mr(w);
+	ibv_destroy_cq(ibcq);
+	ibv_dealloc_pd(pd);
+	ibv_close_device(ctx);
+	ibv_free_device_list(l);
+}
+
 /* Resize seen from a peer's view: a new generation is re-read and
  * checked against the segment; garbage is refused (-EPROTO), never
  * followed. A resize flag that stays set makes a producer give up after
@@ -689,6 +762,7 @@ int main(void)
 	test_timers();
 	test_cq_repair();
 	test_cq_inline();
+	test_cq_bounce();
 	test_cq_peer_geo();
 	test_cq_owner_resize();
 	test_ctl_reset();

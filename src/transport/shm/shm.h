@@ -134,6 +134,12 @@ void srn_resp_complete(struct srn_peer *p, const struct srn_rwqe *rw,
 		       const struct srn_swqe *w, enum ibv_wc_opcode opcode,
 		       uint32_t byte_len, enum ibv_wc_status status);
 void srn_resp_error(struct srn_peer *p);
+bool srn_resp_bounce_ok(const struct srn_peer *p, const struct srn_rwqe *rw,
+			const struct srn_swqe *w, uint32_t pvm, uint64_t len);
+enum ibv_wc_status
+srn_resp_bounce(struct srn_peer *p, const struct srn_rwqe *rw,
+		const struct srn_swqe *w, const struct iovec *dst, uint32_t pvm,
+		const struct iovec *src, unsigned ns, uint32_t len, uint8_t sl);
 int srn_resp_peek_recv(struct srn_peer *p, struct srn_rwqe *rw,
 		       uint64_t *pos_p);
 bool srn_resp_commit_recv(struct srn_peer *p, uint64_t pos);

@@ -342,6 +342,106 @@ void srn_resp_complete_inline(struct srn_peer *p, const struct srn_rwqe *rw,
 	srn_cq_post(&p->cqv, &u.cqe);
 }
 
+/*
+ * May the len bytes of the SEND w (a datagram's GRH included) into rw go
+ * through the CQ's bounce slot (SRN_CQE_BOUNCE)? When its first SGE, which
+ * holds them, lives only in the target process (pvm: an MR without a
+ * remote right is never shared), is not an ODP MR's (the owner's poll
+ * could fault on missing pages), and they fit a slot; a SEND or
+ * SEND_WITH_IMM (WITH_INV has its own CQE fields), not to an XRC SRQ, on a
+ * CQ without timestamps (the inline layout has no room for one).
+ */
+bool srn_resp_bounce_ok(const struct srn_peer *p, const struct srn_rwqe *rw,
+			const struct srn_swqe *w, uint32_t pvm, uint64_t len)
+{
+	struct srn_key_ref ref;
+
+	if (!(pvm & 1u) || !p->cqv.bounce || p->xsrq || !rw->num_sge ||
+	    len > SRN_CQ_BOUNCE_SIZE || rw->sge[0].length < len ||
+	    (w->opcode != IBV_WR_SEND && w->opcode != IBV_WR_SEND_WITH_IMM))
+		return false;
+	/* relaxed: set by the owner before the segment was shared (as in
+	 * srn_cq_post) */
+	if (__atomic_load_n(&p->cqv.shm->flags, __ATOMIC_RELAXED) &
+	    SRN_CQF_TIMESTAMP)
+		return false;
+	return !srn_tpt_lookup(p->tpt, rw->sge[0].lkey, &ref) &&
+	       !(ref.access & IBV_ACCESS_ON_DEMAND);
+}
+
+/* The bounce CQE of rw: its bytes are in slot b of the CQ's slots. */
+static void srn_resp_bounce_cqe(struct srn_peer *p, const struct srn_rwqe *rw,
+				const struct srn_swqe *w, uint32_t len,
+				uint32_t b, uint8_t sl, struct srn_cqe_inl *in)
+{
+	struct srn_cqe_bnc bnc = { .len = len, .slot = b, .sl = sl };
+	uint16_t flags = SRN_CQE_INLINE | SRN_CQE_BOUNCE;
+
+	*in = (struct srn_cqe_inl){
+		.wr_id = rw->wr_id,
+		.addr = rw->sge[0].addr,
+		.lkey = rw->sge[0].lkey,
+		.src_qp = p->qp->ibqpx.qp_base.qp_num,
+		.qp_num = p->qpn,
+		.rq_pos = p->rq_pos,
+	};
+	memcpy(in->data, &bnc, sizeof(bnc));
+	if (w->opcode == IBV_WR_SEND_WITH_IMM) {
+		in->imm_data = w->imm_data;
+		flags |= SRN_CQE_INL_IMM;
+	}
+	if (w->send_flags & IBV_SEND_SOLICITED)
+		flags |= SRN_CQE_SOLICITED;
+	if (p->datagram)
+		flags |= SRN_CQE_BNC_GRH;
+	in->flags = flags;
+}
+
+/*
+ * Completes the receive rw of w (srn_resp_bounce_ok said yes) with the len
+ * bytes of src (ns iovecs; a datagram's GRH first): into the CQ's bounce
+ * slot of the CQE it claims, which the target's poll copies to the buffer
+ * (srn_cq_inl_take). When that slot is still in use (the target is
+ * SRN_CQ_BOUNCE_SLOTS completions behind), the bytes go into dst (the
+ * receive SGEs, pvm marking those in the target only) with
+ * process_vm_writev and the CQE is a plain one. Returns the receive's
+ * status; its CQE is posted (unless the CQ overflowed: reported there).
+ */
+enum ibv_wc_status
+srn_resp_bounce(struct srn_peer *p, const struct srn_rwqe *rw,
+		const struct srn_swqe *w, const struct iovec *dst, uint32_t pvm,
+		const struct iovec *src, unsigned ns, uint32_t len, uint8_t sl)
+{
+	enum ibv_wc_status st = IBV_WC_SUCCESS;
+	union {
+		struct srn_cqe cqe;
+		struct srn_cqe_inl inl;
+	} u;
+	struct srn_cqe *slot;
+	uint64_t pos;
+	uint8_t *b;
+
+	if (srn_cq_claim(&p->cqv, &pos, &slot))
+		return st; /* overflow: flagged to the owner */
+	b = srn_cq_bounce_slot(&p->cqv, pos);
+	if (b) {
+		struct iovec to = { b, len };
+
+		srn_iov_copy(&to, 1, src, ns);
+		srn_resp_bounce_cqe(p, rw, w, len,
+				    (uint32_t)(pos % SRN_CQ_BOUNCE_SLOTS), sl,
+				    &u.inl);
+	} else {
+		if (srn_pvm_scatter(p, dst, rw->num_sge, pvm, src, ns))
+			st = IBV_WC_LOC_PROT_ERR;
+		srn_resp_cqe_fill(p, rw, w, IBV_WC_RECV,
+				  st == IBV_WC_SUCCESS ? len : 0, st, &u.cqe);
+		u.cqe.sl = sl;
+	}
+	srn_cq_publish(&p->cqv, slot, pos, &u.cqe);
+	return st;
+}
+
 /* Asks the target to move its QP to ERR, as the responder of a device does
  * after a NAK for an access or length violation (RC; a UC responder drops
  * the message and goes on). */

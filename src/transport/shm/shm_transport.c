@@ -194,9 +194,18 @@ static int srn_shm_send(struct srn_qp *qp, struct srn_peer *p,
 	}
 	if (w->total_len > cap)
 		return srn_send_reject(p, &rb.w, w, IBV_WC_LOC_LEN_ERR, status);
-	if (!pvm)
+	if (!pvm) {
 		srn_iov_copy(dst, rb.w.num_sge, src, ns);
-	else if (srn_pvm_scatter(p, dst, rb.w.num_sge, pvm, src, ns))
+	} else if (srn_resp_bounce_ok(p, &rb.w, w, pvm, w->total_len)) {
+		/* its receive CQE is posted there */
+		if (srn_resp_bounce(p, &rb.w, w, dst, pvm, src, ns,
+				    (uint32_t)w->total_len,
+				    0) != IBV_WC_SUCCESS) {
+			srn_resp_error(p);
+			*status = IBV_WC_REM_OP_ERR;
+		}
+		return 0;
+	} else if (srn_pvm_scatter(p, dst, rb.w.num_sge, pvm, src, ns))
 		return srn_send_reject(p, &rb.w, w, IBV_WC_LOC_PROT_ERR,
 				       status);
 	srn_resp_complete(p, &rb.w, w, IBV_WC_RECV, (uint32_t)w->total_len,

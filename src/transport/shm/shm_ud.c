@@ -137,17 +137,19 @@ static bool srn_shm_ud_open_to(struct srn_peer *p, uint32_t qkey)
 	       __atomic_load_n(&p->tqp->qkey, __ATOMIC_ACQUIRE) == qkey;
 }
 
-/* Places GRH and payload into the receive WQE rw, taken at the target:
- * the status its completion gets. */
+/* Places GRH and payload of w into the receive WQE rw, taken at the
+ * target: the status its completion gets; *posted_p when that completion
+ * is posted already (srn_resp_bounce). */
 static enum ibv_wc_status srn_shm_ud_place(struct srn_peer *p,
 					   const struct srn_rwqe *rw,
+					   const struct srn_swqe *w,
 					   const uint8_t *grh,
 					   const struct iovec *src, unsigned ns,
-					   uint64_t len)
+					   uint8_t sl, bool *posted_p)
 {
 	struct iovec dst[SRN_MAX_SGE], all[1 + SRN_MAX_SGE];
+	uint64_t cap, len = w->total_len;
 	uint32_t pvm = 0;
-	uint64_t cap;
 
 	if (srn_resp_recv_sges(p, rw, dst, &cap, &pvm))
 		return IBV_WC_LOC_PROT_ERR;
@@ -163,6 +165,11 @@ static enum ibv_wc_status srn_shm_ud_place(struct srn_peer *p,
 	all[0].iov_base = (void *)grh;
 	all[0].iov_len = SRN_GRH_LEN;
 	memcpy(all + 1, src, ns * sizeof(*src));
+	if (pvm && srn_resp_bounce_ok(p, rw, w, pvm, SRN_GRH_LEN + len)) {
+		*posted_p = true;
+		return srn_resp_bounce(p, rw, w, dst, pvm, all, 1 + ns,
+				       (uint32_t)(SRN_GRH_LEN + len), sl);
+	}
 	if (!pvm)
 		srn_iov_copy(dst, rw->num_sge, all, 1 + ns);
 	else if (srn_pvm_scatter(p, dst, rw->num_sge, pvm, all, 1 + ns))
@@ -194,6 +201,7 @@ int srn_shm_ud_send(struct srn_qp *qp, const struct srn_swqe *w,
 	int err = 0;
 	const uint8_t *grh;
 	struct srn_cqe c;
+	bool posted = false;
 	unsigned ns;
 	uint8_t sl;
 
@@ -223,7 +231,9 @@ int srn_shm_ud_send(struct srn_qp *qp, const struct srn_swqe *w,
 		return 0; /* lost, as UD may */
 	}
 	grh = srn_shm_ud_grh(u, &d->dgid, (uint32_t)w->total_len, &sl);
-	ts = srn_shm_ud_place(p, &rb.w, grh, src, ns, w->total_len);
+	ts = srn_shm_ud_place(p, &rb.w, w, grh, src, ns, sl, &posted);
+	if (posted)
+		return 0;
 	srn_resp_cqe_fill(p, &rb.w, w, IBV_WC_RECV,
 			  (uint32_t)(SRN_GRH_LEN + w->total_len), ts, &c);
 	c.sl = sl; /* the network header type, as RoCE devices report it */
