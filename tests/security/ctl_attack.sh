@@ -148,7 +148,10 @@ qpnfile=$work/victim2.qpn
 setpriv --reuid=nobody --regid="$other" --clear-groups -- \
 	"$attacker" "@$qpnfile" -c "$own" -o >"$work/attack_g.out" 2>&1 &
 apid=$!
-sleep 0.2
+for _ in $(seq 1 200); do # it owns the QPN before the victim's RTR dials it
+	grep -q "owning QPN" "$work/attack_g.out" 2>/dev/null && break
+	sleep 0.05
+done
 env LD_LIBRARY_PATH="$lib" SOFTRNIC_TRANSPORT=shm timeout 60 \
 	setpriv --reuid=nobody --regid="$group" --clear-groups -- \
 	stdbuf -oL "$wvictim" alone 127.0.0.1 "$own" 0 "$work/go" \

@@ -256,6 +256,7 @@ int main(int argc, char **argv)
 	unsigned fds_total = 0;
 	int opt, fd, lfd = -1, alive = 0;
 
+	setvbuf(stdout, NULL, _IOLBF, 0); /* a script waits for our lines */
 	if (argc < 2)
 		return usage();
 	optind = 2;
