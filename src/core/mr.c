@@ -38,9 +38,25 @@ const char *const srn_key_err_names[] = {
 	 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |              \
 	 IBV_ACCESS_MW_BIND | IBV_ACCESS_HUGETLB | IBV_ACCESS_ON_DEMAND | \
 	 IBV_ACCESS_OPTIONAL_RANGE)
-#define SRN_ACCESS_SHARED                                   \
-	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
-	 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
+/* The rights that make an MR's memory shareable with (kin) peers: a
+ * remote right, one that windows may grant (MW_BIND), or LOCAL_WRITE (a
+ * receive buffer, into which a same-host initiator places SENDs) unless
+ * SOFTRNIC_LOCAL_MR=private. A private receive buffer is reached through
+ * the receive CQ's bounce slots (or process_vm_writev): srn_mr_export
+ * answers with its address and no descriptor. */
+#define SRN_ACCESS_SHARED_REMOTE (SRN_ACCESS_REMOTE | IBV_ACCESS_MW_BIND)
+
+static unsigned srn_access_shared = SRN_ACCESS_SHARED_REMOTE |
+				    IBV_ACCESS_LOCAL_WRITE;
+
+__attribute__((constructor)) static void srn_local_mr_init(void)
+{
+	const char *e = getenv("SOFTRNIC_LOCAL_MR");
+
+	if (e && !strcmp(e, "private"))
+		srn_access_shared = SRN_ACCESS_SHARED_REMOTE;
+}
+#define SRN_ACCESS_SHARED srn_access_shared
 #define SRN_ACCESS_NEEDS_WRITE                              \
 	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
 	 IBV_ACCESS_REMOTE_ATOMIC)
@@ -485,10 +501,14 @@ int srn_mr_export(struct srn_context *ctx, uint32_t key,
 	if (!mr || mr->is_mw || srn_tpt_lookup(srn_ctx_tpt(ctx), key, ref)) {
 		err = -ENOENT;
 	} else if (!mr->shared) {
-		/* memory we could not share: process_vm_* for peers that may
+		/* memory we could not or would not share (a receive buffer
+		 * without remote rights): process_vm_* for peers that may
 		 * (nothing to send but the address), else refuse */
 		memset(reg_copy, 0, sizeof(*reg_copy));
-		err = (mr->access & SRN_ACCESS_SHARED) ? 0 : -EACCES;
+		err = (mr->access &
+		       (SRN_ACCESS_SHARED | IBV_ACCESS_LOCAL_WRITE)) ?
+			      0 :
+			      -EACCES;
 	} else {
 		memcpy(reg_copy, mr->reg, srn_memreg_size(mr->reg->npieces));
 		for (unsigned i = 0; i < reg_copy->npieces; i++) {

@@ -15,6 +15,15 @@
  * ro_over_rw: a read-only MR over a page of a writable MR (remote WRITE)
  * cannot have sealed pages of its own; it is served without a mapping
  * (process_vm_*): the READ works, its pages are not mapped by the peer.
+ *
+ * local_only (its privacy checks with SOFTRNIC_LOCAL_MR=private; by
+ * default such MRs are shared with kin peers and only the data is
+ * checked): an MR without remote rights is never shared. The target
+ * posts receives in two LOCAL_WRITE-only MRs, one over private memory, one
+ * over a memfd of its own mapped MAP_SHARED; the initiator's SENDs (larger
+ * than an inline CQE) land in both, the private one is still private
+ * memory afterwards (not remapped onto a memfd), and the initiator has no
+ * mapping and no descriptor of the target's memfd.
  */
 #define _GNU_SOURCE
 #include "harness.h"
@@ -26,6 +35,7 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #define T 5000
@@ -38,6 +48,13 @@ struct ro_info {
 	uint64_t addr;
 	uint64_t ino; /* of the memfd behind the MR (0: none) */
 };
+
+static bool local_private(void)
+{
+	const char *e = getenv("SOFTRNIC_LOCAL_MR");
+
+	return e && !strcmp(e, "private");
+}
 
 static bool over_shm(void)
 {
@@ -310,6 +327,101 @@ static int ow_target(struct chan *c, void *arg)
 	return t_failures;
 }
 
+#define LO_LEN 4096
+
+/* Do we hold a descriptor of inode ino? */
+static bool holds_ino(uint64_t ino)
+{
+	DIR *dir = opendir("/proc/self/fd");
+	struct dirent *d;
+	struct stat st;
+	char path[300];
+	bool found = false;
+
+	while (dir && (d = readdir(dir))) {
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", d->d_name);
+		if (!stat(path, &st) && st.st_ino == ino)
+			found = true;
+	}
+	if (dir)
+		closedir(dir);
+	return found;
+}
+
+static int lo_init(struct chan *c, void *arg)
+{
+	struct side_opts o;
+	struct side s;
+	struct peer_info p;
+	struct ro_info d;
+	struct vma v[4];
+
+	(void)arg;
+	side_opts_default(&o);
+	REQUIRE(!side_pair(&s, &o, c, &p), "setup");
+	REQUIRE(!chan_recv(c, &d, sizeof(d)), "MR");
+	for (int i = 0; i < 2; i++) {
+		memset(s.buf, 0x41 + i, LO_LEN);
+		CHECK(wr1(&s, IBV_WR_SEND, 0, 0, 0, LO_LEN) == IBV_WC_SUCCESS,
+		      "SEND %d into a LOCAL_WRITE-only receive buffer", i);
+	}
+	chan_barrier(c); /* 1: the target saw both */
+	CHECK(!local_private() || (d.ino && maps_of(d.ino, v, 4) == 0),
+	      "the peer maps the target's LOCAL_WRITE-only memfd");
+	CHECK(!local_private() || (d.ino && !holds_ino(d.ino)),
+	      "the peer holds a descriptor of it");
+	side_close(&s);
+	return t_failures;
+}
+
+static int lo_target(struct chan *c, void *arg)
+{
+	int acc = IBV_ACCESS_LOCAL_WRITE;
+	struct side_opts o;
+	struct side s;
+	struct peer_info p;
+	struct ro_info d = { 0 };
+	struct ibv_mr *mr[2];
+	struct ibv_wc wc;
+	uint8_t *buf[2];
+	int mfd;
+
+	(void)arg;
+	side_opts_default(&o);
+	REQUIRE(!side_pair(&s, &o, c, &p), "setup");
+	buf[0] = mmap(NULL, LO_LEN, PROT_READ | PROT_WRITE,
+		      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	mfd = (int)syscall(SYS_memfd_create, "lo-test", 0);
+	REQUIRE(mfd >= 0 && !ftruncate(mfd, LO_LEN), "memfd");
+	buf[1] = mmap(NULL, LO_LEN, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+	REQUIRE(buf[0] != MAP_FAILED && buf[1] != MAP_FAILED, "mmap");
+	for (int i = 0; i < 2; i++) {
+		mr[i] = ibv_reg_mr(s.pd, buf[i], LO_LEN, acc);
+		REQUIRE(mr[i], "reg_mr LOCAL_WRITE: %s", strerror(errno));
+		CHECK(!post_recv1(s.qp, buf[i], LO_LEN, mr[i]->lkey, i),
+		      "post_recv");
+	}
+	d.pid = (uint32_t)getpid();
+	d.ino = shared_ino_at((uintptr_t)buf[1]);
+	REQUIRE(!chan_send(c, &d, sizeof(d)), "send MR");
+	for (int i = 0; i < 2; i++)
+		CHECK(!poll_one(s.cq, &wc, T) && wc.status == IBV_WC_SUCCESS &&
+			      wc.byte_len == LO_LEN && wc.wr_id < 2 &&
+			      buf[wc.wr_id][0] == 0x41 + wc.wr_id &&
+			      buf[wc.wr_id][LO_LEN - 1] == 0x41 + wc.wr_id,
+		      "SEND %d placed", i);
+	CHECK(!local_private() || shared_ino_at((uintptr_t)buf[0]) == 0,
+	      "a LOCAL_WRITE-only MR of private memory was made shared");
+	chan_barrier(c); /* 1 */
+	for (int i = 0; i < 2; i++) {
+		ibv_dereg_mr(mr[i]);
+		munmap(buf[i], LO_LEN);
+	}
+	close(mfd);
+	side_close(&s);
+	return t_failures;
+}
+
 int main(int argc, char **argv)
 {
 	int pass = 0, fail = 0;
@@ -318,5 +430,6 @@ int main(int argc, char **argv)
 	(void)argv;
 	RUN("ro_mr", ro_init, ro_target, NULL, MODE_PROCESS, pass, fail);
 	RUN("ro_over_rw", ow_init, ow_target, NULL, MODE_PROCESS, pass, fail);
+	RUN("local_only", lo_init, lo_target, NULL, MODE_PROCESS, pass, fail);
 	return test_summary(pass, fail);
 }
