@@ -413,6 +413,10 @@ struct srn_cq {
 	/* A producer in a process that died may have reserved a slot it
 	 * never filled: after this time poll_cq skips such a slot. */
 	uint64_t repair_after_ns; /* atomic; 0: no peer died */
+	/* srn_cq_repair (cq->lock): the position found claimed but empty,
+	 * and when it was first found so */
+	uint64_t repair_pos;
+	uint64_t repair_seen_ns;
 	/* extended CQ (verbs_cqex.c): what ibv_create_cq_ex asked for, and
 	 * the CQE between start_poll and end_poll (cq->lock held) */
 	uint64_t wc_flags;
@@ -441,6 +445,7 @@ int srn_cq_post(struct srn_cq_view *v, const struct srn_cqe *cqe);
  * publish the CQE in it (the bounce slot of its position in between) */
 int srn_cq_claim(struct srn_cq_view *v, uint64_t *p_p, struct srn_cqe **slot_p);
 uint8_t *srn_cq_bounce_slot(struct srn_cq_view *v, uint64_t p);
+uint64_t srn_cq_prod_hint(const struct srn_cq_view *v);
 void srn_cq_publish(struct srn_cq_view *v, struct srn_cqe *slot, uint64_t p,
 		    const struct srn_cqe *cqe);
 int srn_cq_room(struct srn_cq_view *v, uint64_t p, uint32_t mask);

@@ -205,9 +205,11 @@ static int srn_cq_overflowed(struct srn_cq_view *v, int err)
  */
 int srn_cq_room(struct srn_cq_view *v, uint64_t p, uint32_t mask)
 {
-	/* relaxed: a hint shared by this process's producers, a lower bound
-	 * of cons; the acquire of cons below is what orders */
-	uint64_t c = __atomic_load_n(&v->cons_seen, __ATOMIC_RELAXED);
+	/* acquire: a lower bound of cons shared by this process's producers;
+	 * pairs with the release of cons_seen in srn_cq_room and
+	 * srn_cq_bounce_slot, made after an acquire of cons: the owner's
+	 * reads of the slots up to it happened before our write of one */
+	uint64_t c = __atomic_load_n(&v->cons_seen, __ATOMIC_ACQUIRE);
 
 	if ((int64_t)(p - c) < 0)
 		return -EAGAIN;
@@ -216,9 +218,11 @@ int srn_cq_room(struct srn_cq_view *v, uint64_t p, uint32_t mask)
 	/* the known space is used up: read cons, a line the owner writes.
 	 * acquire: pairs with the release of cons in srn_cq_drain (and
 	 * srn_cq_repair, srn_cq_relayout), so its reads of the slots are
-	 * over. relaxed: cons_seen is only a hint (see above) */
+	 * over */
 	c = __atomic_load_n(&v->shm->cons, __ATOMIC_ACQUIRE);
-	__atomic_store_n(&v->cons_seen, c, __ATOMIC_RELAXED);
+	/* release: pairs with the acquire of cons_seen in srn_cq_room and
+	 * srn_cq_bounce_slot */
+	__atomic_store_n(&v->cons_seen, c, __ATOMIC_RELEASE);
 	if ((int64_t)(p - c) < 0)
 		return -EAGAIN;
 	return p - c > mask ? -ENOSPC : 0;
@@ -296,21 +300,34 @@ int srn_cq_claim(struct srn_cq_view *v, uint64_t *p_p, struct srn_cqe **slot_p)
  */
 uint8_t *srn_cq_bounce_slot(struct srn_cq_view *v, uint64_t p)
 {
-	/* relaxed: a lower bound of cons (see srn_cq_room) */
-	uint64_t c = __atomic_load_n(&v->cons_seen, __ATOMIC_RELAXED);
+	/* acquire: pairs with the release of cons_seen below and in
+	 * srn_cq_room, made by another producer of this view after it
+	 * acquired cons: the owner's copy out of the slot happened before
+	 * our copy into it */
+	uint64_t c = __atomic_load_n(&v->cons_seen, __ATOMIC_ACQUIRE);
 
 	if (!v->bounce)
 		return NULL;
 	if (p - c >= SRN_CQ_BOUNCE_SLOTS) {
 		/* acquire: pairs with the release of cons in srn_cq_drain
 		 * (and srn_cq_relayout, srn_cq_clean): the owner's copy out
-		 * of the slot is over. relaxed: a hint, as in srn_cq_room */
+		 * of the slot is over. release: pairs with the acquire of
+		 * cons_seen in srn_cq_room and srn_cq_bounce_slot */
 		c = __atomic_load_n(&v->shm->cons, __ATOMIC_ACQUIRE);
-		__atomic_store_n(&v->cons_seen, c, __ATOMIC_RELAXED);
+		__atomic_store_n(&v->cons_seen, c, __ATOMIC_RELEASE);
 		if (p - c >= SRN_CQ_BOUNCE_SLOTS)
 			return NULL;
 	}
 	return v->bounce + (p % SRN_CQ_BOUNCE_SLOTS) * SRN_CQ_BOUNCE_SIZE;
+}
+
+/* Where the next CQE would go, as far as this view knows: a guess for
+ * srn_cq_bounce_slot before a claim. */
+uint64_t srn_cq_prod_hint(const struct srn_cq_view *v)
+{
+	/* relaxed: a guess, checked again after the claim */
+	return __atomic_load_n(&v->shm->prod, __ATOMIC_RELAXED) &
+	       ~SRN_CQ_PROD_RESIZING;
 }
 
 int srn_cq_post(struct srn_cq_view *v, const struct srn_cqe *cqe)
@@ -384,9 +401,26 @@ void srn_cq_peer_died(struct srn_cq *cq)
 
 /*
  * After a peer died: a slot reserved (prod moved past it) but still empty
- * long after the death was abandoned by the dead producer. Skip it, or
- * every completion behind it, the flushes included, would stay invisible.
+ * long after the death, and found empty at every poll for as long again,
+ * was abandoned by the dead producer. Skip it, or every completion behind
+ * it, the flushes included, would stay invisible. A live producer between
+ * its claim and its publish (a bounce copy, a process_vm_writev) is not
+ * skipped: it publishes long before.
  */
+/* The empty slot at cons: has it been empty since SRN_CQ_REPAIR_NS ago?
+ * cq->lock held. */
+static bool srn_cq_repair_stuck(struct srn_cq *cq)
+{
+	uint64_t now = srn_now_ns();
+
+	if (cq->repair_pos != cq->cons + 1) { /* + 1: 0 is "none" */
+		cq->repair_pos = cq->cons + 1;
+		cq->repair_seen_ns = now;
+		return false;
+	}
+	return now - cq->repair_seen_ns >= SRN_CQ_REPAIR_NS;
+}
+
 bool srn_cq_repair(struct srn_cq *cq)
 {
 	/* relaxed: the deadline set by srn_cq_peer_died, a plain value */
@@ -402,7 +436,8 @@ bool srn_cq_repair(struct srn_cq *cq)
 	if ((__atomic_load_n(&cq->shm->prod, __ATOMIC_ACQUIRE) &
 	     ~SRN_CQ_PROD_RESIZING) > cq->cons &&
 	    __atomic_load_n(&cq->ring[cq->cons & cq->mask].owner_seq,
-			    __ATOMIC_ACQUIRE) != (uint32_t)(cq->cons + 1)) {
+			    __ATOMIC_ACQUIRE) != (uint32_t)(cq->cons + 1) &&
+	    srn_cq_repair_stuck(cq)) {
 		srn_warn("CQ %u: skipping a completion slot abandoned by a "
 			 "dead peer",
 			 cq->handle);

@@ -406,6 +406,11 @@ static void test_cq_repair(void)
 	CHECK(ibv_poll_cq(ibcq, 1, &wc) == 0); /* stuck behind the hole */
 	srn_cq_peer_died(cq);
 	cq->repair_after_ns = 1; /* long ago */
+	/* the hole is skipped only once seen empty for as long again: a live
+	 * producer between claim and publish is left alone */
+	CHECK(ibv_poll_cq(ibcq, 1, &wc) == 0);
+	CHECK(ibv_poll_cq(ibcq, 1, &wc) == 0);
+	cq->repair_seen_ns = 1; /* first seen long ago */
 	CHECK(ibv_poll_cq(ibcq, 1, &wc) == 1 && wc.wr_id == 42);
 	CHECK(ibv_poll_cq(ibcq, 1, &wc) == 0);
 	ibv_destroy_cq(ibcq);
@@ -568,6 +573,16 @@ static void test_cq_bounce(void)
 			    &wc) == IBV_WC_LOC_PROT_ERR &&
 	      !(wc.wc_flags & IBV_WC_GRH)); /* past the MR */
 	CHECK(all_zero(buf, sizeof(buf)));
+	{ /* a slot is given only while its last user is consumed */
+		struct srn_cq *cq = to_scq(ibcq);
+		uint64_t c = cq->shm->cons;
+
+		CHECK(srn_cq_bounce_slot(&cq->local, c) != NULL);
+		CHECK(srn_cq_bounce_slot(&cq->local,
+					 c + SRN_CQ_BOUNCE_SLOTS - 1) != NULL);
+		CHECK(srn_cq_bounce_slot(&cq->local, c + SRN_CQ_BOUNCE_SLOTS) ==
+		      NULL);
+	}
 	ibv_dereg_mr(w);
 	ibv_destroy_cq(ibcq);
 	ibv_dealloc_pd(pd);

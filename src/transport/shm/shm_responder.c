@@ -397,6 +397,30 @@ static void srn_resp_bounce_cqe(struct srn_peer *p, const struct srn_rwqe *rw,
 	in->flags = flags;
 }
 
+/* The bytes into dst (process_vm_writev for the SGEs in pvm) and a plain
+ * CQE: published in the claimed slot, or posted (slot NULL). */
+static enum ibv_wc_status
+srn_resp_bounce_pvm(struct srn_peer *p, const struct srn_rwqe *rw,
+		    const struct srn_swqe *w, const struct iovec *dst,
+		    uint32_t pvm, const struct iovec *src, unsigned ns,
+		    uint32_t len, uint8_t sl, struct srn_cqe *slot,
+		    uint64_t pos)
+{
+	enum ibv_wc_status st = IBV_WC_SUCCESS;
+	struct srn_cqe c;
+
+	if (srn_pvm_scatter(p, dst, rw->num_sge, pvm, src, ns))
+		st = IBV_WC_LOC_PROT_ERR;
+	srn_resp_cqe_fill(p, rw, w, IBV_WC_RECV, st == IBV_WC_SUCCESS ? len : 0,
+			  st, &c);
+	c.sl = sl;
+	if (slot)
+		srn_cq_publish(&p->cqv, slot, pos, &c);
+	else
+		srn_cq_post(&p->cqv, &c);
+	return st;
+}
+
 /*
  * Completes the receive rw of w (srn_resp_bounce_ok said yes) with the len
  * bytes of src (ns iovecs; a datagram's GRH first): into the CQ's bounce
@@ -404,42 +428,40 @@ static void srn_resp_bounce_cqe(struct srn_peer *p, const struct srn_rwqe *rw,
  * (srn_cq_inl_take). When that slot is still in use (the target is
  * SRN_CQ_BOUNCE_SLOTS completions behind), the bytes go into dst (the
  * receive SGEs, pvm marking those in the target only) with
- * process_vm_writev and the CQE is a plain one. Returns the receive's
- * status; its CQE is posted (unless the CQ overflowed: reported there).
+ * process_vm_writev and the CQE is a plain one; that is known before the
+ * claim but for a race, so that a claimed CQE is published soon (the
+ * owner's repair after a peer's death skips only long-empty ones).
+ * Returns the receive's status; its CQE is posted (unless the CQ
+ * overflowed: then the owner loses this CQE, and the bytes are not placed
+ * either).
  */
 enum ibv_wc_status
 srn_resp_bounce(struct srn_peer *p, const struct srn_rwqe *rw,
 		const struct srn_swqe *w, const struct iovec *dst, uint32_t pvm,
 		const struct iovec *src, unsigned ns, uint32_t len, uint8_t sl)
 {
-	enum ibv_wc_status st = IBV_WC_SUCCESS;
 	union {
 		struct srn_cqe cqe;
 		struct srn_cqe_inl inl;
 	} u;
+	struct iovec to = { NULL, len };
 	struct srn_cqe *slot;
 	uint64_t pos;
-	uint8_t *b;
 
+	if (!srn_cq_bounce_slot(&p->cqv, srn_cq_prod_hint(&p->cqv)))
+		return srn_resp_bounce_pvm(p, rw, w, dst, pvm, src, ns, len, sl,
+					   NULL, 0);
 	if (srn_cq_claim(&p->cqv, &pos, &slot))
-		return st; /* overflow: flagged to the owner */
-	b = srn_cq_bounce_slot(&p->cqv, pos);
-	if (b) {
-		struct iovec to = { b, len };
-
-		srn_iov_copy(&to, 1, src, ns);
-		srn_resp_bounce_cqe(p, rw, w, len,
-				    (uint32_t)(pos % SRN_CQ_BOUNCE_SLOTS), sl,
-				    &u.inl);
-	} else {
-		if (srn_pvm_scatter(p, dst, rw->num_sge, pvm, src, ns))
-			st = IBV_WC_LOC_PROT_ERR;
-		srn_resp_cqe_fill(p, rw, w, IBV_WC_RECV,
-				  st == IBV_WC_SUCCESS ? len : 0, st, &u.cqe);
-		u.cqe.sl = sl;
-	}
+		return IBV_WC_SUCCESS;
+	to.iov_base = srn_cq_bounce_slot(&p->cqv, pos);
+	if (!to.iov_base) /* other producers took the room meanwhile */
+		return srn_resp_bounce_pvm(p, rw, w, dst, pvm, src, ns, len, sl,
+					   slot, pos);
+	srn_iov_copy(&to, 1, src, ns);
+	srn_resp_bounce_cqe(p, rw, w, len,
+			    (uint32_t)(pos % SRN_CQ_BOUNCE_SLOTS), sl, &u.inl);
 	srn_cq_publish(&p->cqv, slot, pos, &u.cqe);
-	return st;
+	return IBV_WC_SUCCESS;
 }
 
 /* Asks the target to move its QP to ERR, as the responder of a device does
