@@ -39,22 +39,19 @@ const char *const srn_key_err_names[] = {
 	 IBV_ACCESS_MW_BIND | IBV_ACCESS_HUGETLB | IBV_ACCESS_ON_DEMAND | \
 	 IBV_ACCESS_OPTIONAL_RANGE)
 /* The rights that make an MR's memory shareable with (kin) peers: a
- * remote right, one that windows may grant (MW_BIND), or LOCAL_WRITE (a
- * receive buffer, into which a same-host initiator places SENDs) unless
- * SOFTRNIC_LOCAL_MR=private. A private receive buffer is reached through
- * the receive CQ's bounce slots (or process_vm_writev): srn_mr_export
- * answers with its address and no descriptor. */
-#define SRN_ACCESS_SHARED_REMOTE (SRN_ACCESS_REMOTE | IBV_ACCESS_MW_BIND)
-
-static unsigned srn_access_shared = SRN_ACCESS_SHARED_REMOTE |
-				    IBV_ACCESS_LOCAL_WRITE;
+ * remote right, or LOCAL_WRITE (a receive buffer, into which a same-host
+ * initiator places SENDs). With SOFTRNIC_LOCAL_MR=private: a remote right,
+ * or MW_BIND (a window may grant one); a private receive buffer is reached
+ * through the receive CQ's bounce slots (or process_vm_writev):
+ * srn_mr_export answers with its address and no descriptor. */
+static unsigned srn_access_shared = SRN_ACCESS_REMOTE | IBV_ACCESS_LOCAL_WRITE;
 
 __attribute__((constructor)) static void srn_local_mr_init(void)
 {
 	const char *e = getenv("SOFTRNIC_LOCAL_MR");
 
 	if (e && !strcmp(e, "private"))
-		srn_access_shared = SRN_ACCESS_SHARED_REMOTE;
+		srn_access_shared = SRN_ACCESS_REMOTE | IBV_ACCESS_MW_BIND;
 }
 #define SRN_ACCESS_SHARED srn_access_shared
 #define SRN_ACCESS_NEEDS_WRITE                              \
