@@ -19,6 +19,9 @@
  *   clean:  10 SENDs, then another QP on the target's CQ leaves 5 flushed
  *           receives behind them and is reset: the clean moves the 10
  *           (they are placed first), and 300 more SENDs reuse the slots
+ *   nopvm:  the initiator's thread may not call process_vm_writev
+ *           (seccomp): 20 SENDs of 23 B to 8 KiB still land, so they took
+ *           the bounce slots
  *   short:  a SEND longer than the receive: LOC_LEN_ERR at the target,
  *           REM_INV_REQ_ERR at the initiator, nothing written past it
  */
@@ -27,7 +30,12 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 
 #define T 10000
 #define TBUF (256 * 1024)
@@ -40,6 +48,7 @@ enum scen {
 	S_WINDOW,
 	S_RESIZE,
 	S_CLEAN,
+	S_NOPVM,
 	S_SHORT
 };
 
@@ -119,6 +128,24 @@ static int send_all(struct side *s, const uint32_t *len, unsigned first,
 	return 0;
 }
 
+/* From now on this thread's process_vm_writev fails with EPERM. */
+static int deny_pvm_writev(void)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+			 offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_vm_writev, 0,
+			 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { sizeof(f) / sizeof(f[0]), f };
+
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+		return -1;
+	return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog);
+}
+
 static int bnc_init(struct chan *c, void *arg)
 {
 	enum scen k = (enum scen)(uintptr_t)arg;
@@ -136,6 +163,12 @@ static int bnc_init(struct chan *c, void *arg)
 		for (n = 0; n < NSIZES; n++)
 			len[n] = sizes[n];
 		len[n++] = 3000; /* into the receive of two SGEs */
+	} else if (k == S_NOPVM) {
+		static const uint32_t nl[] = { 23, 100, 1000, 4096, 8192 };
+
+		REQUIRE(!deny_pvm_writev(), "seccomp: %s", strerror(errno));
+		for (n = 0; n < 20; n++)
+			len[n] = nl[n % 5];
 	} else if (k == S_SHORT) {
 		CHECK(post_send1(s.qp, IBV_WR_SEND, s.buf, 200, s.mr->lkey, 0,
 				 0, IBV_SEND_SIGNALED, 1) == 0 &&
@@ -285,6 +318,23 @@ static void many_target(struct side *s, struct chan *c, unsigned n,
 		ibv_destroy_qp(qp);
 }
 
+static void nopvm_target(struct side *s, struct chan *c)
+{
+	static const uint32_t nl[] = { 23, 100, 1000, 4096, 8192 };
+	struct ibv_wc wc;
+
+	for (unsigned k = 0; k < 20; k++)
+		CHECK(!post_recv1(s->qp, s->buf + k * 8192, 8192, s->mr->lkey,
+				  k),
+		      "post_recv %u", k);
+	chan_barrier(c);
+	chan_barrier(c);
+	for (unsigned k = 0; k < 20; k++) {
+		CHECK(!poll_one(s->cq, &wc, T), "receive %u", k);
+		check_recv(&wc, k, s->buf + k * 8192, nl[k % 5], k == 2);
+	}
+}
+
 static int bnc_target(struct chan *c, void *arg)
 {
 	enum scen k = (enum scen)(uintptr_t)arg;
@@ -298,6 +348,8 @@ static int bnc_target(struct chan *c, void *arg)
 	memset(s.buf, 0xee, TBUF);
 	if (k == S_SIZES) {
 		sizes_target(&s, c);
+	} else if (k == S_NOPVM) {
+		nopvm_target(&s, c);
 	} else if (k == S_SHORT) {
 		CHECK(!post_recv1(s.qp, s.buf, 100, s.mr->lkey, 1), "post");
 		chan_barrier(c);
@@ -334,6 +386,7 @@ int main(int argc, char **argv)
 	RUN("window", bnc_init, bnc_target, (void *)S_WINDOW, mode, pass, fail);
 	RUN("resize", bnc_init, bnc_target, (void *)S_RESIZE, mode, pass, fail);
 	RUN("clean", bnc_init, bnc_target, (void *)S_CLEAN, mode, pass, fail);
+	RUN("nopvm", bnc_init, bnc_target, (void *)S_NOPVM, mode, pass, fail);
 	RUN("short", bnc_init, bnc_target, (void *)S_SHORT, mode, pass, fail);
 	return test_summary(pass, fail);
 }
