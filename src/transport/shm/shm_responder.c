@@ -297,6 +297,32 @@ int srn_resp_inline_check(struct srn_peer *p, const struct srn_rwqe *rw,
 	return 0;
 }
 
+/* The fields of an inline or bounce receive CQE (struct srn_cqe_inl) for
+ * the SEND w into rw but its payload: returns its flags but the length. */
+static uint16_t srn_resp_inl_head(const struct srn_peer *p,
+				  const struct srn_rwqe *rw,
+				  const struct srn_swqe *w,
+				  struct srn_cqe_inl *in)
+{
+	uint16_t flags = SRN_CQE_INLINE;
+
+	*in = (struct srn_cqe_inl){
+		.wr_id = rw->wr_id,
+		.addr = rw->sge[0].addr,
+		.lkey = rw->sge[0].lkey,
+		.src_qp = p->qp->ibqpx.qp_base.qp_num,
+		.qp_num = p->qpn,
+		.rq_pos = p->rq_pos,
+	};
+	if (w->opcode == IBV_WR_SEND_WITH_IMM) {
+		in->imm_data = w->imm_data;
+		flags |= SRN_CQE_INL_IMM;
+	}
+	if (w->send_flags & IBV_SEND_SOLICITED)
+		flags |= SRN_CQE_SOLICITED;
+	return flags;
+}
+
 /* The receive CQE of rw with the SEND's payload (src, ns) in it, posted:
  * the target's poll places the bytes (srn_cq_inl_take). */
 void srn_resp_complete_inline(struct srn_peer *p, const struct srn_rwqe *rw,
@@ -308,16 +334,8 @@ void srn_resp_complete_inline(struct srn_peer *p, const struct srn_rwqe *rw,
 		struct srn_cqe_inl inl;
 	} u;
 	struct iovec to[2];
-	uint16_t flags = SRN_CQE_INLINE;
+	uint16_t flags = srn_resp_inl_head(p, rw, w, &u.inl);
 
-	u.inl = (struct srn_cqe_inl){
-		.wr_id = rw->wr_id,
-		.addr = rw->sge[0].addr,
-		.lkey = rw->sge[0].lkey,
-		.src_qp = p->qp->ibqpx.qp_base.qp_num,
-		.qp_num = p->qpn,
-		.rq_pos = p->rq_pos,
-	};
 	/* the payload's w->total_len bytes; the rest stays zero */
 	if (ns == 1) { /* one SGE or inline data: no list walk */
 		uint32_t len = (uint32_t)w->total_len, head = len;
@@ -332,12 +350,6 @@ void srn_resp_complete_inline(struct srn_peer *p, const struct srn_rwqe *rw,
 		to[1] = (struct iovec){ u.inl.data2, sizeof(u.inl.data2) };
 		srn_iov_copy(to, 2, src, ns);
 	}
-	if (w->opcode == IBV_WR_SEND_WITH_IMM) {
-		u.inl.imm_data = w->imm_data;
-		flags |= SRN_CQE_INL_IMM;
-	}
-	if (w->send_flags & IBV_SEND_SOLICITED)
-		flags |= SRN_CQE_SOLICITED;
 	u.inl.flags = flags | (uint16_t)(w->total_len << SRN_CQE_INL_LEN_SHIFT);
 	srn_cq_post(&p->cqv, &u.cqe);
 }
@@ -375,23 +387,9 @@ static void srn_resp_bounce_cqe(struct srn_peer *p, const struct srn_rwqe *rw,
 				uint32_t b, uint8_t sl, struct srn_cqe_inl *in)
 {
 	struct srn_cqe_bnc bnc = { .len = len, .slot = b, .sl = sl };
-	uint16_t flags = SRN_CQE_INLINE | SRN_CQE_BOUNCE;
+	uint16_t flags = srn_resp_inl_head(p, rw, w, in) | SRN_CQE_BOUNCE;
 
-	*in = (struct srn_cqe_inl){
-		.wr_id = rw->wr_id,
-		.addr = rw->sge[0].addr,
-		.lkey = rw->sge[0].lkey,
-		.src_qp = p->qp->ibqpx.qp_base.qp_num,
-		.qp_num = p->qpn,
-		.rq_pos = p->rq_pos,
-	};
 	memcpy(in->data, &bnc, sizeof(bnc));
-	if (w->opcode == IBV_WR_SEND_WITH_IMM) {
-		in->imm_data = w->imm_data;
-		flags |= SRN_CQE_INL_IMM;
-	}
-	if (w->send_flags & IBV_SEND_SOLICITED)
-		flags |= SRN_CQE_SOLICITED;
 	if (p->datagram)
 		flags |= SRN_CQE_BNC_GRH;
 	in->flags = flags;
