@@ -421,3 +421,19 @@ int test_summary(int passed, int failed)
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;
 }
+
+unsigned long long shared_ino_at(uintptr_t addr)
+{
+	FILE *f = fopen("/proc/self/maps", "re");
+	unsigned long long s, e, ino, found = 0;
+	char perms[8], line[512];
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "%llx-%llx %7s %*s %*s %llu", &s, &e, perms,
+			   &ino) == 4 &&
+		    addr >= s && addr < e && perms[3] == 's')
+			found = ino;
+	if (f)
+		fclose(f);
+	return found;
+}

@@ -102,6 +102,9 @@ void side_close(struct side *s);
 int side_pair(struct side *s, const struct side_opts *o, struct chan *c,
 	      struct peer_info *peer);
 
+/* The inode of a shared mapping (MAP_SHARED of a file, a memfd) at addr
+ * in our /proc/self/maps, 0 if none (private memory). */
+unsigned long long shared_ino_at(uintptr_t addr);
 /* CLOCK_MONOTONIC in seconds. */
 double now_s(void);
 /* Busy-polls one completion; 0 on success, -1 on timeout. */

@@ -71,23 +71,6 @@ static void opts(struct side_opts *o, bool target)
 		o->mr_access = IBV_ACCESS_LOCAL_WRITE;
 }
 
-/* The inode of a shared mapping at addr in our maps, 0 if none. */
-static unsigned long long shared_ino_at(uintptr_t addr)
-{
-	FILE *f = fopen("/proc/self/maps", "re");
-	unsigned long long s, e, ino, found = 0;
-	char perms[8], line[512];
-
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "%llx-%llx %7s %*s %*s %llu", &s, &e, perms,
-			   &ino) == 4 &&
-		    addr >= s && addr < e && perms[3] == 's')
-			found = ino;
-	if (f)
-		fclose(f);
-	return found;
-}
-
 /* Sends messages first .. n - 1: message k has len[k] bytes of pat(k, i)
  * from its own part of our buffer; with imm for message imm_at. */
 static int send_all(struct side *s, const uint32_t *len, unsigned first,

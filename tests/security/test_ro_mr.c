@@ -75,24 +75,6 @@ static int wr1(struct side *s, enum ibv_wr_opcode op, uint32_t off,
 	return wc.status;
 }
 
-/* The inode of the mapping at addr in our maps, 0 if none (or private). */
-static uint64_t shared_ino_at(uintptr_t addr)
-{
-	FILE *f = fopen("/proc/self/maps", "re");
-	unsigned long long s, e, ino = 0, found = 0;
-	char perms[8], line[512];
-
-	while (f && fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "%llx-%llx %7s %*s %*s %llu", &s, &e, perms,
-			   &ino) == 4 &&
-		    addr >= s && addr < e && perms[3] == 's')
-			found = ino;
-	}
-	if (f)
-		fclose(f);
-	return found;
-}
-
 struct vma {
 	uintptr_t start, end;
 	char perms[8];
