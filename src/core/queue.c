@@ -54,6 +54,7 @@ int srn_rq_view_init(struct srn_rq_view *v, struct srn_rq_shm *rq,
 		return -EPROTO;
 	v->rq = rq;
 	v->cons_seen = 0;
+	v->polled_pos = 0;
 	v->wqes = (uint8_t *)seg_base + off;
 	v->mask = size - 1;
 	v->stride = stride;
