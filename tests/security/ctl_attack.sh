@@ -18,6 +18,11 @@
 #       QPN, which it really owns: the attach is refused (EACCES, no fd),
 #       and the attacker's exit leaves the victim's QP in RTS (a peer that
 #       was attached and leaves without BYE would move it to ERR)
+#   (h) a lying target: root owns the QPN a third victim (wire_victim,
+#       root) names as its peer and answers its CONNECT_REQ naming pid 1
+#       as the QP's process: the victim refuses it (its process_vm_writev
+#       would aim at the process its own dial reached, not the one named),
+#       keeps its MR intact and does not crash
 # Each must receive no fd at all (no memory, no link). Then the pair must finish normally (exit
 # 0, result printed) and the victim's QP must never have left RTR/RTS.
 #   ctl_attack.sh ATTACKER SOFTRNIC_TOOL WIRE_VICTIM   (ctest security_ctl)
@@ -43,9 +48,9 @@ chmod 755 "$work"
 stamp=$work/stamp
 touch "$stamp"
 port=$((19000 + $$ % 1000))
-spid= cpid= vpid=
+spid= cpid= vpid= hpid=
 cleanup() {
-	for p in $spid $cpid $vpid; do
+	for p in $spid $cpid $vpid $hpid; do
 		kill -9 "$p" 2>/dev/null
 		wait "$p" 2>/dev/null
 	done
@@ -178,6 +183,31 @@ sed 's/^/     /' "$work/victim2.out"
 grep -q "state RTS" "$work/victim2.out"
 check "(g) the second victim's QP stays RTS after the attacker left" $? \
 	"$(cat "$work/victim2.out")"
+
+# (h): a lying target
+own=$(printf '0x%06x' $((0x400000 + (RANDOM << 4) + $$ % 16)))
+"$attacker" serve "$own" 1 >"$work/attack_h.out" 2>&1 &
+hpid=$!
+for _ in $(seq 1 200); do
+	grep -q "owning QPN" "$work/attack_h.out" 2>/dev/null && break
+	sleep 0.05
+done
+env LD_LIBRARY_PATH="$lib" SOFTRNIC_TRANSPORT=shm timeout 60 \
+	stdbuf -oL "$wvictim" alone 127.0.0.1 "$own" 0 "$work/go_h" \
+	>"$work/victim3.out" 2>&1 &
+vpid=$!
+wait $hpid
+hrc=$?
+hpid=
+touch "$work/go_h"
+wait $vpid
+vrc=$?
+vpid=
+sed 's/^/     /' "$work/attack_h.out" "$work/victim3.out"
+[ $hrc = 0 ] && [ $vrc = 0 ] && grep -q "says it is 1: refused" "$work/victim3.out" &&
+	grep -q "mr intact" "$work/victim3.out"
+check "(h) a target naming another process as its QP's owner is refused" $? \
+	"attacker exit $hrc, victim exit $vrc"
 
 st=$("$tool" stat | awk -v q="$victim" '$1 == q { print $3 }')
 [ "$st" = RTR ] || [ "$st" = RTS ]

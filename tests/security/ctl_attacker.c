@@ -6,6 +6,7 @@
  * would, and counts what it is handed. libc only.
  *
  *   ctl_attacker VICTIM_QPN [-c CLAIM_QPN [-o] [-m]] [-k KEY] [-V VERSION]
+ *   ctl_attacker serve QPN OWNER_PID
  *
  *   -c CLAIM_QPN  send CONNECT_REQ claiming to be QP CLAIM_QPN, with an
  *                 eventfd as the kick fd, and read the answer
@@ -21,12 +22,19 @@
  *                 this tree's; 1 speaks to libraries older than ADOPT v2,
  *                 whose CONNECT_REQ and MR_REQ were the same)
  *
+ * serve: a lying target. Owns QPN, takes the first connection to it (the
+ * victim dials it at RTR: QPN is its peer), reads its CONNECT_REQ and
+ * answers CONNECT_REP naming OWNER_PID as the QP's process, with four
+ * eventfds as the segments and kick; then waits for the victim to hang up
+ * (up to 5 s) and exits 0 ("served a lie"), or 2 if nobody came in 20 s.
+ *
  * Prints one line per answer and the total of file descriptors received.
  * Exit status: 0 nothing was handed out (refused), 1 some fds were
  * received (the victim served us), 2 usage error or no such QP.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +121,71 @@ static int read_answer(int fd, const char *what, unsigned *fds_total)
 	}
 	printf("%s: answer type %u status %d (%s), %u fds\n", what, h->type,
 	       h->status, h->status ? strerror(-h->status) : "served", nfds);
+	return 0;
+}
+
+/* Sends msg with n descriptors. */
+static int send_fds(int fd, const void *msg, size_t len, const int *fds,
+		    unsigned n)
+{
+	char cbuf[CMSG_SPACE(sizeof(int) * 8)];
+	struct iovec iov = { (void *)msg, len };
+	struct msghdr mh = { .msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = cbuf,
+			     .msg_controllen = CMSG_SPACE(sizeof(int) * n) };
+	struct cmsghdr *cm;
+
+	memset(cbuf, 0, sizeof(cbuf));
+	cm = CMSG_FIRSTHDR(&mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int) * n);
+	memcpy(CMSG_DATA(cm), fds, sizeof(int) * n);
+	return sendmsg(fd, &mh, MSG_NOSIGNAL) == (ssize_t)len ? 0 : -errno;
+}
+
+static int own_qpn(uint32_t qpn);
+
+/* The lying target (see the top). */
+static int serve_lie(uint32_t qpn, uint32_t owner)
+{
+	struct srn_ctl_connect_rep rep = {
+		.hdr = { SRN_CTL_MAGIC, version, SRN_CTL_CONNECT_REP, 0,
+			 sizeof(rep) },
+		.qpn = qpn,
+		.fd_mask = (1u << SRN_REPFD_QP) | (1u << SRN_REPFD_CQ) |
+			   (1u << SRN_REPFD_TPT) | (1u << SRN_REPFD_KICK),
+		.owner_pid = owner,
+	};
+	uint64_t buf[SRN_CTL_MAX_MSG / 8 + 1];
+	int lfd = own_qpn(qpn), fd, efd[4];
+	struct pollfd pf;
+
+	if (lfd < 0)
+		return 2;
+	pf = (struct pollfd){ .fd = lfd, .events = POLLIN };
+	if (poll(&pf, 1, 20000) != 1 || (fd = accept(lfd, NULL, NULL)) < 0) {
+		printf("serve: nobody came\n");
+		return 2;
+	}
+	pf = (struct pollfd){ .fd = fd, .events = POLLIN };
+	if (poll(&pf, 1, 5000) != 1 || recv(fd, buf, sizeof(buf), 0) <= 0) {
+		printf("serve: no request\n");
+		return 2;
+	}
+	for (int i = 0; i < 4; i++)
+		efd[i] = eventfd(0, EFD_CLOEXEC);
+	printf("serve: CONNECT_REP naming pid %u: %s\n", owner,
+	       send_fds(fd, &rep, sizeof(rep), efd, 4) ? "send failed" :
+							 "sent");
+	for (int i = 0; i < 4; i++)
+		close(efd[i]);
+	while (poll(&pf, 1, 5000) == 1 && recv(fd, buf, sizeof(buf), 0) > 0)
+		; /* until the victim hangs up (or 5 s of silence) */
+	printf("serve: served a lie\n");
+	close(fd);
+	close(lfd);
 	return 0;
 }
 
@@ -257,6 +330,9 @@ int main(int argc, char **argv)
 	int opt, fd, lfd = -1, alive = 0;
 
 	setvbuf(stdout, NULL, _IOLBF, 0); /* a script waits for our lines */
+	if (argc == 4 && !strcmp(argv[1], "serve"))
+		return serve_lie((uint32_t)strtoul(argv[2], NULL, 0),
+				 (uint32_t)strtoul(argv[3], NULL, 0));
 	if (argc < 2)
 		return usage();
 	optind = 2;
