@@ -22,6 +22,7 @@
  *   nopvm:  the initiator's thread may not call process_vm_writev
  *           (seccomp): 20 SENDs of 23 B to 8 KiB still land, so they took
  *           the bounce slots
+ *   srq:    the same into receives of an SRQ
  *   short:  a SEND longer than the receive: LOC_LEN_ERR at the target,
  *           REM_INV_REQ_ERR at the initiator, nothing written past it
  */
@@ -49,6 +50,7 @@ enum scen {
 	S_RESIZE,
 	S_CLEAN,
 	S_NOPVM,
+	S_SRQ,
 	S_SHORT
 };
 
@@ -146,7 +148,7 @@ static int bnc_init(struct chan *c, void *arg)
 		for (n = 0; n < NSIZES; n++)
 			len[n] = sizes[n];
 		len[n++] = 3000; /* into the receive of two SGEs */
-	} else if (k == S_NOPVM) {
+	} else if (k == S_NOPVM || k == S_SRQ) {
 		static const uint32_t nl[] = { 23, 100, 1000, 4096, 8192 };
 
 		REQUIRE(!deny_pvm_writev(), "seccomp: %s", strerror(errno));
@@ -301,15 +303,25 @@ static void many_target(struct side *s, struct chan *c, unsigned n,
 		ibv_destroy_qp(qp);
 }
 
-static void nopvm_target(struct side *s, struct chan *c)
+/* 20 receives of 8 KiB (in the SRQ, if s has one), the SENDs of nopvm
+ * and srq checked. */
+static void sized_target(struct side *s, struct chan *c)
 {
 	static const uint32_t nl[] = { 23, 100, 1000, 4096, 8192 };
+	struct ibv_recv_wr *bad;
 	struct ibv_wc wc;
 
-	for (unsigned k = 0; k < 20; k++)
-		CHECK(!post_recv1(s->qp, s->buf + k * 8192, 8192, s->mr->lkey,
-				  k),
+	for (unsigned k = 0; k < 20; k++) {
+		struct ibv_sge sge = { (uintptr_t)s->buf + k * 8192, 8192,
+				       s->mr->lkey };
+		struct ibv_recv_wr wr = { .wr_id = k,
+					  .sg_list = &sge,
+					  .num_sge = 1 };
+
+		CHECK(!(s->srq ? ibv_post_srq_recv(s->srq, &wr, &bad) :
+				 ibv_post_recv(s->qp, &wr, &bad)),
 		      "post_recv %u", k);
+	}
 	chan_barrier(c);
 	chan_barrier(c);
 	for (unsigned k = 0; k < 20; k++) {
@@ -327,12 +339,13 @@ static int bnc_target(struct chan *c, void *arg)
 	struct ibv_wc wc;
 
 	opts(&o, true);
+	o.use_srq = k == S_SRQ;
 	REQUIRE(!side_pair(&s, &o, c, &p), "setup");
 	memset(s.buf, 0xee, TBUF);
 	if (k == S_SIZES) {
 		sizes_target(&s, c);
-	} else if (k == S_NOPVM) {
-		nopvm_target(&s, c);
+	} else if (k == S_NOPVM || k == S_SRQ) {
+		sized_target(&s, c);
 	} else if (k == S_SHORT) {
 		CHECK(!post_recv1(s.qp, s.buf, 100, s.mr->lkey, 1), "post");
 		chan_barrier(c);
@@ -370,6 +383,7 @@ int main(int argc, char **argv)
 	RUN("resize", bnc_init, bnc_target, (void *)S_RESIZE, mode, pass, fail);
 	RUN("clean", bnc_init, bnc_target, (void *)S_CLEAN, mode, pass, fail);
 	RUN("nopvm", bnc_init, bnc_target, (void *)S_NOPVM, mode, pass, fail);
+	RUN("srq", bnc_init, bnc_target, (void *)S_SRQ, mode, pass, fail);
 	RUN("short", bnc_init, bnc_target, (void *)S_SHORT, mode, pass, fail);
 	return test_summary(pass, fail);
 }
