@@ -383,7 +383,9 @@ struct srn_cq_view {
 	int chan_fd; /* eventfd of the owner's channel, -1 if none */
 	int kick_fd; /* owner's progress kick, for overflow */
 	/* last cons read: a lower bound, so the free space it implies is
-	 * never more than the truth (relaxed: a hint shared by producers) */
+	 * never more than the truth; shared by this process's producers
+	 * (stored with release after an acquire of cons, loaded with
+	 * acquire: srn_cq_room, srn_cq_bounce_slot) */
 	uint64_t cons_seen;
 	/* the bounce slots (SRN_CQ_BOUNCE_OFF), NULL if the segment is too
 	 * small for them */

@@ -399,14 +399,6 @@ void srn_cq_peer_died(struct srn_cq *cq)
 				    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
 }
 
-/*
- * After a peer died: a slot reserved (prod moved past it) but still empty
- * long after the death, and found empty at every poll for as long again,
- * was abandoned by the dead producer. Skip it, or every completion behind
- * it, the flushes included, would stay invisible. A live producer between
- * its claim and its publish (a bounce copy, a process_vm_writev) is not
- * skipped: it publishes long before.
- */
 /* The empty slot at cons: has it been empty since SRN_CQ_REPAIR_NS ago?
  * cq->lock held. */
 static bool srn_cq_repair_stuck(struct srn_cq *cq)
@@ -421,6 +413,14 @@ static bool srn_cq_repair_stuck(struct srn_cq *cq)
 	return now - cq->repair_seen_ns >= SRN_CQ_REPAIR_NS;
 }
 
+/*
+ * After a peer died: a slot reserved (prod moved past it) but still empty
+ * long after the death, and found empty at every poll for as long again,
+ * was abandoned by the dead producer. Skip it, or every completion behind
+ * it, the flushes included, would stay invisible. A live producer between
+ * its claim and its publish (a bounce copy, a process_vm_writev) is not
+ * skipped: it publishes long before.
+ */
 bool srn_cq_repair(struct srn_cq *cq)
 {
 	/* relaxed: the deadline set by srn_cq_peer_died, a plain value */
@@ -705,7 +705,22 @@ static void srn_cq_zero(struct srn_cq *cq, uint32_t entries)
 		memset(cq->ring, 0, len);
 }
 
-static void srn_cq_unbounce(struct srn_cq *cq, struct srn_cqe *c);
+/* A bounce CQE in the ring is placed now and becomes the plain CQE it
+ * stands for (its slot is then free): before a resize or a clean moves it
+ * to another position, whose bounce slot is another. cq->lock held. */
+static void srn_cq_unbounce(struct srn_cq *cq, struct srn_cqe *c)
+{
+	struct srn_cqe out;
+
+	/* relaxed: the entry is published (the caller acquired its tag);
+	 * read once here */
+	if ((__atomic_load_n(&c->flags, __ATOMIC_RELAXED) &
+	     (SRN_CQE_INLINE | SRN_CQE_BOUNCE)) !=
+	    (SRN_CQE_INLINE | SRN_CQE_BOUNCE))
+		return;
+	srn_cq_inl_take(cq, c, &out);
+	memcpy(c, &out, offsetof(struct srn_cqe, owner_seq));
+}
 
 /* Moves the n = x - cons CQEs into a ring of size entries, in order, and
  * publishes it. Reservations are blocked at x, all published. */
@@ -918,23 +933,6 @@ void srn_cq_inl_take(struct srn_cq *cq, const struct srn_cqe *c,
 		out->imm_data = in->imm_data;
 		out->wc_flags |= IBV_WC_WITH_IMM;
 	}
-}
-
-/* A bounce CQE in the ring is placed now and becomes the plain CQE it
- * stands for (its slot is then free): before a resize or a clean moves it
- * to another position, whose bounce slot is another. cq->lock held. */
-static void srn_cq_unbounce(struct srn_cq *cq, struct srn_cqe *c)
-{
-	struct srn_cqe out;
-
-	/* relaxed: the entry is published (the caller acquired its tag);
-	 * read once here */
-	if ((__atomic_load_n(&c->flags, __ATOMIC_RELAXED) &
-	     (SRN_CQE_INLINE | SRN_CQE_BOUNCE)) !=
-	    (SRN_CQE_INLINE | SRN_CQE_BOUNCE))
-		return;
-	srn_cq_inl_take(cq, c, &out);
-	memcpy(c, &out, offsetof(struct srn_cqe, owner_seq));
 }
 
 /* ibv_req_notify_cq: the next completion (or the next solicited one)
