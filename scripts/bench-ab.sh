@@ -90,6 +90,8 @@ shm_send_bw_8|shm|ib_send_bw -s 8 -n 200000|5
 shm_read_bw_8|shm|ib_read_bw -s 8 -n 200000|5
 shm_write_bw_64k|shm|ib_write_bw -s 65536 -n 10000|4
 shm_send_bw_1m|shm|ib_send_bw -s 1048576 -n 1000|4
+shm_ud_send_lat_8|shm|ib_send_lat -c UD -s 8 -n 20000|5
+shm_ud_send_bw_8|shm|ib_send_bw -c UD -s 8 -n 200000|5
 tcp_write_lat_8|tcp|ib_write_lat -s 8 -n 5000|5
 tcp_send_lat_8|tcp|ib_send_lat -s 8 -n 5000|5
 tcp_write_bw_1m|tcp|ib_write_bw -s 1048576 -n 2000|4

@@ -64,7 +64,7 @@ SRN_EXPORT int ibv_destroy_ah(struct ibv_ah *ibah)
 }
 
 /* The IPv4 address of an IPv4-mapped GID, or false. */
-static bool srn_gid_v4(const union ibv_gid *g, uint32_t *ip_p)
+bool srn_gid_v4(const union ibv_gid *g, uint32_t *ip_p)
 {
 	static const uint8_t pfx[12] = { 0, 0, 0, 0, 0,	   0,
 					 0, 0, 0, 0, 0xff, 0xff };
@@ -86,28 +86,17 @@ static uint16_t srn_ip_csum(const uint8_t *h, size_t n)
 	return (uint16_t)~sum;
 }
 
-/* The GRH of a datagram from sgid to dgid: the IPv4 header RoCEv2 would
- * have carried (UDP, BTH, DETH and ICRC in its length), or an IPv6 GRH
- * when either GID is not IPv4-mapped. */
-uint8_t srn_grh_build(uint8_t grh[SRN_GRH_LEN], const union ibv_gid *sgid,
-		      const union ibv_gid *dgid, uint32_t payload_len)
+/* The GRH of a datagram from IPv4 address sip to dip (network byte
+ * order): 20 zero bytes, then the IPv4 header RoCEv2 would have carried
+ * (UDP, BTH, DETH and ICRC in its length). */
+void srn_grh_build_v4(uint8_t grh[SRN_GRH_LEN], uint32_t sip, uint32_t dip,
+		      uint32_t payload_len)
 {
-	uint32_t sip, dip, ip_len = 20 + 8 + 12 + 8 + payload_len + 4;
+	uint32_t ip_len = 20 + 8 + 12 + 8 + payload_len + 4;
 	uint8_t *h = grh + 20;
 	uint16_t csum;
 
 	memset(grh, 0, SRN_GRH_LEN);
-	if (!srn_gid_v4(sgid, &sip) || !srn_gid_v4(dgid, &dip)) {
-		struct ibv_grh *g = (struct ibv_grh *)grh;
-
-		g->version_tclass_flow = htobe32(6u << 28);
-		g->paylen = htobe16((uint16_t)(ip_len - 20));
-		g->next_hdr = 17;
-		g->hop_limit = 64;
-		g->sgid = *sgid;
-		g->dgid = *dgid;
-		return SRN_WC_SL_ROCE_IPV6;
-	}
 	h[0] = 0x45;
 	h[2] = (uint8_t)(ip_len >> 8);
 	h[3] = (uint8_t)ip_len;
@@ -119,6 +108,28 @@ uint8_t srn_grh_build(uint8_t grh[SRN_GRH_LEN], const union ibv_gid *sgid,
 	csum = srn_ip_csum(h, 20);
 	h[10] = (uint8_t)(csum >> 8);
 	h[11] = (uint8_t)csum;
+}
+
+/* The GRH of a datagram from sgid to dgid: srn_grh_build_v4's, or an IPv6
+ * GRH when either GID is not IPv4-mapped. */
+uint8_t srn_grh_build(uint8_t grh[SRN_GRH_LEN], const union ibv_gid *sgid,
+		      const union ibv_gid *dgid, uint32_t payload_len)
+{
+	uint32_t sip, dip, ip_len = 20 + 8 + 12 + 8 + payload_len + 4;
+
+	if (!srn_gid_v4(sgid, &sip) || !srn_gid_v4(dgid, &dip)) {
+		struct ibv_grh *g = (struct ibv_grh *)grh;
+
+		memset(grh, 0, SRN_GRH_LEN);
+		g->version_tclass_flow = htobe32(6u << 28);
+		g->paylen = htobe16((uint16_t)(ip_len - 20));
+		g->next_hdr = 17;
+		g->hop_limit = 64;
+		g->sgid = *sgid;
+		g->dgid = *dgid;
+		return SRN_WC_SL_ROCE_IPV6;
+	}
+	srn_grh_build_v4(grh, sip, dip, payload_len);
 	return SRN_WC_SL_ROCE_IPV4;
 }
 

@@ -200,6 +200,10 @@ static inline struct srn_ah *to_sah(struct ibv_ah *a)
 /* Writes the GRH; returns its SRN_WC_SL_* type for the receive's wc.sl */
 uint8_t srn_grh_build(uint8_t grh[SRN_GRH_LEN], const union ibv_gid *sgid,
 		      const union ibv_gid *dgid, uint32_t payload_len);
+void srn_grh_build_v4(uint8_t grh[SRN_GRH_LEN], uint32_t sip, uint32_t dip,
+		      uint32_t payload_len);
+/* The IPv4 address (network byte order) of an IPv4-mapped GID, or false */
+bool srn_gid_v4(const union ibv_gid *g, uint32_t *ip_p);
 #define SRN_UD_MTU 4096 /* the port's active MTU: the largest datagram */
 
 /* ---- dm.c ---- */
@@ -424,6 +428,11 @@ struct srn_cq {
 	uint64_t wc_flags;
 	const struct srn_cqe *cur;
 	struct srn_cqe cur_inl; /* cur, when the ring's CQE is inline */
+	/* srn_cq_inl_place (lock): the GRH of the last inline datagram,
+	 * built once for its addresses and length */
+	struct srn_cqe_dgram_ips grh_ips;
+	uint32_t grh_len; /* its payload length + 1; 0: none built */
+	uint8_t grh[SRN_GRH_LEN];
 	/* The first QPs whose receives complete here, with the ring they
 	 * take WQEs from (their own or their SRQ's), under lock: a CQE's
 	 * rq_pos goes to that ring's view (srn_cq_rq_polled); QPs beyond

@@ -855,10 +855,15 @@ static bool srn_cq_inl_src(struct srn_cq *cq, const struct srn_cqe_inl *in,
 	struct srn_cqe_bnc bnc;
 	uint8_t raw[sizeof(bnc)];
 
+	if (flags & SRN_CQE_DGRAM)
+		out->wc_flags |= IBV_WC_GRH;
 	if (!(flags & SRN_CQE_BOUNCE)) {
 		*src_p = NULL; /* data, then data2 */
 		*len_p = flags >> SRN_CQE_INL_LEN_SHIFT;
-		return *len_p <= SRN_CQE_INL_MAX;
+		if (!(flags & SRN_CQE_DGRAM))
+			return *len_p <= SRN_CQE_INL_MAX;
+		out->sl = SRN_WC_SL_ROCE_IPV4;
+		return *len_p <= SRN_CQE_DGRAM_MAX;
 	}
 	for (size_t i = 0; i < sizeof(raw); i++)
 		raw[i] = v[i];
@@ -869,9 +874,37 @@ static bool srn_cq_inl_src(struct srn_cq *cq, const struct srn_cqe_inl *in,
 	*src_p = cq->local.bounce + (size_t)bnc.slot * SRN_CQ_BOUNCE_SIZE;
 	*len_p = bnc.len;
 	out->sl = bnc.sl;
-	if (flags & SRN_CQE_BNC_GRH)
-		out->wc_flags |= IBV_WC_GRH;
 	return true;
+}
+
+/* Writes the len payload bytes of the inline CQE in (from src, or from
+ * the CQE itself when NULL) to dst, after the GRH it stands for when it is
+ * a datagram's that carries its addresses (SRN_CQE_DGRAM, no bounce). */
+static void srn_cq_inl_place(struct srn_cq *cq, const struct srn_cqe_inl *in,
+			     uint16_t flags, const uint8_t *src, uint32_t len,
+			     uint8_t *dst)
+{
+	struct srn_cqe_dgram_ips ips;
+	uint32_t head;
+
+	if (src) {
+		memcpy(dst, src, len);
+		return;
+	}
+	if (flags & SRN_CQE_DGRAM) {
+		memcpy(&ips, in->data2, sizeof(ips));
+		if (cq->grh_len != len + 1 || cq->grh_ips.sip != ips.sip ||
+		    cq->grh_ips.dip != ips.dip) {
+			srn_grh_build_v4(cq->grh, ips.sip, ips.dip, len);
+			cq->grh_ips = ips;
+			cq->grh_len = len + 1;
+		}
+		memcpy(dst, cq->grh, SRN_GRH_LEN);
+		dst += SRN_GRH_LEN;
+	}
+	head = len < sizeof(in->data) ? len : sizeof(in->data);
+	memcpy(dst, in->data, head);
+	memcpy(dst + head, in->data2, len - head);
 }
 
 /*
@@ -895,8 +928,7 @@ void srn_cq_inl_take(struct srn_cq *cq, const struct srn_cqe *c,
 	uint64_t addr = __atomic_load_n(&in->addr, __ATOMIC_RELAXED);
 	const uint8_t *src;
 	struct srn_key_ref ref;
-	uint32_t len, head;
-	uint8_t *dst;
+	uint32_t len, span;
 
 	*out = (struct srn_cqe){
 		.wr_id = in->wr_id,
@@ -906,33 +938,30 @@ void srn_cq_inl_take(struct srn_cq *cq, const struct srn_cqe *c,
 		.flags = flags & SRN_CQE_SOLICITED,
 		.rq_pos = in->rq_pos,
 	};
+	if (!srn_cq_inl_src(cq, in, flags, &src, &len, out))
+		goto bad;
+	span = len + (!src && (flags & SRN_CQE_DGRAM) ? SRN_GRH_LEN : 0);
 	/* relaxed: as above */
-	if (!srn_cq_inl_src(cq, in, flags, &src, &len, out) ||
-	    srn_tpt_lookup(srn_ctx_tpt(cq->ctx),
+	if (srn_tpt_lookup(srn_ctx_tpt(cq->ctx),
 			   __atomic_load_n(&in->lkey, __ATOMIC_RELAXED),
 			   &ref) ||
 	    (ref.flags & SRN_TPT_MW) ||
 	    (ref.access & IBV_ACCESS_ON_DEMAND) || /* pages may be missing */
-	    srn_key_check_span(&ref, IBV_ACCESS_LOCAL_WRITE, addr, len) !=
-		    SRN_KEY_OK) {
-		out->status = out->vendor_err = IBV_WC_LOC_PROT_ERR;
-		out->wc_flags = 0;
-		return;
-	}
-	dst = (uint8_t *)(uintptr_t)(ref.va + (addr - ref.iova));
-	if (src) {
-		memcpy(dst, src, len);
-	} else {
-		head = len < sizeof(in->data) ? len : sizeof(in->data);
-		memcpy(dst, in->data, head);
-		memcpy(dst + head, in->data2, len - head);
-	}
+	    srn_key_check_span(&ref, IBV_ACCESS_LOCAL_WRITE, addr, span) !=
+		    SRN_KEY_OK)
+		goto bad;
+	srn_cq_inl_place(cq, in, flags, src, len,
+			 (uint8_t *)(uintptr_t)(ref.va + (addr - ref.iova)));
 	out->status = IBV_WC_SUCCESS;
-	out->byte_len = len;
+	out->byte_len = span;
 	if (flags & SRN_CQE_INL_IMM) {
 		out->imm_data = in->imm_data;
 		out->wc_flags |= IBV_WC_WITH_IMM;
 	}
+	return;
+bad:
+	out->status = out->vendor_err = IBV_WC_LOC_PROT_ERR;
+	out->wc_flags = 0;
 }
 
 /* ibv_req_notify_cq: the next completion (or the next solicited one)

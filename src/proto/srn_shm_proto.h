@@ -23,8 +23,9 @@
  * of 2^21 entries (MR keys of 21 index bits); 5: resizable CQs (the CQ
  * segment holds the largest ring, srn_cq_shm.gen, SRN_CQ_PROD_RESIZING);
  * 6: a small SEND's payload in its receive CQE (struct srn_cqe_inl);
- * 7: bounce slots after the CQ's ring (SRN_CQE_BOUNCE) */
-#define SRN_SHM_VERSION 7
+ * 7: bounce slots after the CQ's ring (SRN_CQE_BOUNCE);
+ * 8: a small datagram in its receive CQE (SRN_CQE_DGRAM without BOUNCE) */
+#define SRN_SHM_VERSION 8
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 	      "shared memory is little-endian (futex on half of a word)");
@@ -149,7 +150,10 @@ static_assert(sizeof(struct srn_srq_shm) == 384, "srq shm size");
 /* struct srn_cqe_inl whose payload is in the CQ's bounce slot named in
  * data (struct srn_cqe_bnc), not in the CQE */
 #define SRN_CQE_BOUNCE 0x8u
-#define SRN_CQE_BNC_GRH 0x10u /* ... a datagram's: the GRH starts it */
+/* A datagram's receive (IBV_WC_GRH): with SRN_CQE_BOUNCE the GRH starts
+ * the slot's bytes; without, the payload is in data and the owner builds
+ * the GRH from the IPv4 addresses in data2 (struct srn_cqe_inl) */
+#define SRN_CQE_DGRAM 0x10u
 
 struct srn_cqe {
 	uint64_t wr_id;
@@ -223,6 +227,26 @@ static_assert(sizeof(((struct srn_cqe_inl *)0)->data) +
 			      sizeof(((struct srn_cqe_inl *)0)->data2) ==
 		      SRN_CQE_INL_MAX,
 	      "inline cqe payload");
+
+/*
+ * A datagram of at most SRN_CQE_DGRAM_MAX bytes between IPv4 GIDs (UD; its
+ * GRH and payload fit the receive's first SGE; the CQ takes no timestamps)
+ * may come as an inline CQE flagged SRN_CQE_DGRAM: its payload in data,
+ * the source and destination IPv4 addresses of its GRH (network byte
+ * order) in data2; the owner's poll checks the SGE as for any inline CQE,
+ * writes the GRH RoCEv2 would have carried and the payload after it, and
+ * reports SRN_GRH_LEN + length bytes, IBV_WC_GRH and the IPv4 header type.
+ */
+#define SRN_CQE_DGRAM_MAX 14
+struct srn_cqe_dgram_ips {
+	uint32_t sip; /* network byte order */
+	uint32_t dip;
+};
+static_assert(SRN_CQE_DGRAM_MAX <= sizeof(((struct srn_cqe_inl *)0)->data),
+	      "inline datagram payload");
+static_assert(sizeof(struct srn_cqe_dgram_ips) ==
+		      sizeof(((struct srn_cqe_inl *)0)->data2),
+	      "inline datagram addresses");
 
 /*
  * A receive whose buffer the initiator may not map (an MR without a remote

@@ -9,7 +9,11 @@
  * MSB set sends the QP's own; a receive buffer too small for GRH and
  * payload ends in LOC_LEN_ERR and the QP stays in RTS; post refuses
  * over-MTU messages and RDMA opcodes; the ibv_wr_* path with
- * ibv_wr_set_ud_addr; multicast attach/detach and delivery.
+ * ibv_wr_set_ud_addr; multicast attach/detach and delivery; small
+ * datagrams around the size a receive CQE carries (same host: the target's
+ * poll writes GRH and payload, so its buffer is untouched before it),
+ * each GRH compared byte for byte with the IPv4 header RoCEv2 carries,
+ * guard bytes around each buffer unchanged.
  */
 #define _GNU_SOURCE
 #include "harness.h"
@@ -290,6 +294,133 @@ static void init_mcast(struct ud_side *s0, struct chan *c)
 		ibv_destroy_ah(mah);
 }
 
+static const uint32_t sizes[] = { 0, 1, 8, 13, 14, 15, 22, 100 };
+#define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
+#define SZ_AT(i) (40960u + (uint32_t)(i)*256u + 3u) /* odd offsets */
+#define GUARD 0xee
+
+static void init_sizes(struct ud_side *s, struct chan *c,
+		       const struct ud_info *p, struct ibv_ah *ah)
+{
+	chan_barrier(c); /* 16: the receives are posted */
+	CHECK(!ud_send(s, ah, p->qpn, QKEY, 0, 4, IBV_WR_SEND, 299) &&
+		      sent_ok(s, 299),
+	      "into the receive left from the multicast part");
+	for (unsigned i = 0; i < NSIZES; i++) {
+		for (uint32_t k = 0; k < sizes[i]; k++)
+			s->buf[4096 + i * 128 + k] = (uint8_t)(i * 31 + k);
+		CHECK(!ud_send(s, ah, p->qpn, QKEY, 4096 + i * 128, sizes[i],
+			       i & 1 ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND,
+			       300 + i) &&
+			      sent_ok(s, 300 + i),
+		      "a datagram of %u bytes", sizes[i]);
+	}
+	chan_barrier(c); /* 17: all sent */
+	chan_barrier(c); /* 18: all checked */
+}
+
+static uint16_t csum(const uint8_t *h, size_t n)
+{
+	uint32_t sum = 0;
+
+	for (size_t i = 0; i < n; i += 2)
+		sum += (uint32_t)h[i] << 8 | h[i + 1];
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return (uint16_t)~sum;
+}
+
+/* The 40 bytes a RoCEv2 datagram of len bytes from sgid to dgid (both
+ * IPv4-mapped) leaves in front of its payload. */
+static void grh_expected(uint8_t g[40], const union ibv_gid *sgid,
+			 const union ibv_gid *dgid, uint32_t len)
+{
+	uint32_t tot = 20 + 8 + 12 + 8 + len + 4; /* IP UDP BTH DETH ICRC */
+	uint8_t *h = g + 20;
+	uint16_t sum;
+
+	memset(g, 0, 40);
+	h[0] = 0x45;
+	h[2] = (uint8_t)(tot >> 8);
+	h[3] = (uint8_t)tot;
+	h[6] = 0x40;
+	h[8] = 64;
+	h[9] = 17;
+	memcpy(h + 12, sgid->raw + 12, 4);
+	memcpy(h + 16, dgid->raw + 12, 4);
+	sum = csum(h, 20);
+	h[10] = (uint8_t)(sum >> 8);
+	h[11] = (uint8_t)sum;
+}
+
+static void check_size(struct ud_side *s, const struct ud_info *p,
+		       const union ibv_gid *me, unsigned i, bool untouched,
+		       bool seen)
+{
+	uint8_t *b = s->buf + SZ_AT(i), g[40];
+	uint32_t len = sizes[i];
+	bool body = true, guard = true;
+	struct ibv_wc wc;
+
+	CHECK(!poll_one(s->cq, &wc, T) && wc.wr_id == 400 + i &&
+		      wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RECV &&
+		      wc.byte_len == 40 + len && (wc.wc_flags & IBV_WC_GRH) &&
+		      wc.src_qp == p->qpn && (wc.sl & 7) == 2 &&
+		      !!(wc.wc_flags & IBV_WC_WITH_IMM) == (i & 1) &&
+		      (!(i & 1) || ntohl(wc.imm_data) == 0xabcd),
+	      "%u bytes: the completion", len);
+	if (untouched)
+		CHECK(!seen, "%u bytes: the buffer is written by our poll",
+		      len);
+	grh_expected(g, &p->gid, me, len);
+	CHECK(!memcmp(b, g, 40), "%u bytes: the GRH", len);
+	for (uint32_t k = 0; k < len; k++)
+		body &= b[40 + k] == (uint8_t)(i * 31 + k);
+	for (uint32_t k = 40 + len; k < 253; k++)
+		guard &= b[k] == GUARD;
+	CHECK(body && guard && b[-1] == GUARD, "%u bytes: payload and guards",
+	      len);
+}
+
+/* Does the target's own poll write this datagram (so that its buffer is
+ * untouched before)? Same host: when it fits a CQE, or always when
+ * receive buffers stay private (docs/shm-layout.md). Over
+ * TCP a datagram may arrive after its sender's completion: no rule. */
+static bool written_by_poll(uint32_t len)
+{
+	const char *tr = getenv("SOFTRNIC_TRANSPORT");
+	const char *lm = getenv("SOFTRNIC_LOCAL_MR");
+
+	if (tr && !strcmp(tr, "tcp"))
+		return false;
+	return len <= 14 || (lm && !strcmp(lm, "private"));
+}
+
+static void target_sizes(struct ud_side *s, struct chan *c,
+			 const struct ud_info *p)
+{
+	union ibv_gid me;
+	struct ibv_wc wc;
+	bool seen[NSIZES];
+
+	ibv_query_gid(s->ctx, 1, 0, &me);
+	memset(s->buf + SZ_AT(0) - 3, GUARD, NSIZES * 256);
+	for (unsigned i = 0; i < NSIZES; i++)
+		CHECK(!recv_at(s, SZ_AT(i), 40 + sizes[i] + 1, 400 + i),
+		      "recv");
+	chan_barrier(c); /* 16 */
+	chan_barrier(c); /* 17 */
+	/* every datagram was sent: which buffers hold one before a poll? */
+	for (unsigned i = 0; i < NSIZES; i++)
+		seen[i] = s->buf[SZ_AT(i) + 20] == 0x45;
+	CHECK(!poll_one(s->cq, &wc, T) && wc.wr_id == 8 &&
+		      wc.status == IBV_WC_SUCCESS,
+	      "the receive left from the multicast part");
+	for (unsigned i = 0; i < NSIZES; i++)
+		check_size(s, p, &me, i, written_by_poll(sizes[i]), seen[i]);
+	chan_barrier(c); /* 18 */
+}
+
 static int ud_init(struct chan *c, void *arg)
 {
 	struct ud_side s;
@@ -330,6 +461,7 @@ static int ud_init(struct chan *c, void *arg)
 	chan_barrier(c); /* 2 */
 	init_drops(&s, c, &p, ah);
 	init_mcast(&s, c);
+	init_sizes(&s, c, &p, ah);
 	ibv_destroy_ah(ah);
 	chan_barrier(c); /* end */
 	ud_close(&s);
@@ -445,6 +577,7 @@ static int ud_target(struct chan *c, void *arg)
 		      !memcmp(s.buf + 28672 + 40, "wr-api", 6),
 	      "the ibv_wr_* datagram");
 	target_mcast(&s, c);
+	target_sizes(&s, c, &p);
 	chan_barrier(c); /* end */
 	ud_close(&s);
 	return t_failures;

@@ -420,15 +420,17 @@ static void test_cq_repair(void)
 
 /* One crafted inline receive CQE (struct srn_cqe_inl), as a peer could
  * write it, polled by the owner: the completion's status. */
-static enum ibv_wc_status cq_inline_one(struct ibv_cq *ibcq, uint32_t lkey,
-					uint64_t addr, uint32_t len)
+static enum ibv_wc_status cq_inline_flags(struct ibv_cq *ibcq, uint32_t lkey,
+					  uint64_t addr, uint32_t len,
+					  uint16_t flags)
 {
 	struct srn_cqe_inl in = {
 		.wr_id = 5,
 		.addr = addr,
 		.lkey = lkey,
-		.flags = SRN_CQE_INLINE | len << SRN_CQE_INL_LEN_SHIFT,
+		.flags = SRN_CQE_INLINE | flags | len << SRN_CQE_INL_LEN_SHIFT,
 	};
+	uint32_t grh = flags & SRN_CQE_DGRAM ? 40 : 0;
 	struct ibv_wc wc;
 
 	memset(in.data, 0xab, sizeof(in.data));
@@ -437,8 +439,16 @@ static enum ibv_wc_status cq_inline_one(struct ibv_cq *ibcq, uint32_t lkey,
 	if (ibv_poll_cq(ibcq, 1, &wc) != 1 || wc.wr_id != 5)
 		return IBV_WC_GENERAL_ERR;
 	CHECK(wc.opcode == IBV_WC_RECV);
-	CHECK(wc.byte_len == (wc.status == IBV_WC_SUCCESS ? len : 0));
+	CHECK(wc.byte_len == (wc.status == IBV_WC_SUCCESS ? grh + len : 0));
+	CHECK(!!(wc.wc_flags & IBV_WC_GRH) ==
+	      (grh && wc.status == IBV_WC_SUCCESS));
 	return wc.status;
+}
+
+static enum ibv_wc_status cq_inline_one(struct ibv_cq *ibcq, uint32_t lkey,
+					uint64_t addr, uint32_t len)
+{
+	return cq_inline_flags(ibcq, lkey, addr, len, 0);
 }
 
 static bool all_zero(const uint8_t *b, size_t n)
@@ -447,6 +457,24 @@ static bool all_zero(const uint8_t *b, size_t n)
 		if (*b++)
 			return false;
 	return true;
+}
+
+/* A datagram's inline CQE (SRN_CQE_DGRAM) into wbuf (n bytes, zero): its
+ * GRH is built in front of the payload and counts in the bounds. */
+static void cq_inline_dgram(struct ibv_cq *ibcq, uint32_t lkey, uint8_t *wbuf,
+			    size_t n)
+{
+	CHECK(cq_inline_flags(ibcq, lkey, (uintptr_t)wbuf + 10, 14,
+			      SRN_CQE_DGRAM) == IBV_WC_SUCCESS);
+	CHECK(all_zero(wbuf, 30) && wbuf[30] == 0x45 && wbuf[50] == 0xab &&
+	      wbuf[63] == 0xab && all_zero(wbuf + 64, n - 64));
+	memset(wbuf, 0, n);
+	CHECK(cq_inline_flags(ibcq, lkey, (uintptr_t)wbuf, 15, SRN_CQE_DGRAM) ==
+	      IBV_WC_LOC_PROT_ERR); /* longer than a datagram's CQE holds */
+	CHECK(cq_inline_flags(ibcq, lkey, (uintptr_t)wbuf + n - 46, 8,
+			      SRN_CQE_DGRAM) ==
+	      IBV_WC_LOC_PROT_ERR); /* payload fits, GRH and payload do not */
+	CHECK(all_zero(wbuf, n));
 }
 
 /* A peer writes inline receive CQEs: the owner's poll places their bytes
@@ -499,6 +527,7 @@ static void test_cq_inline(void)
 		ibv_dereg_mr(g);
 	CHECK(all_zero(wbuf, sizeof(wbuf)) && all_zero(rbuf, sizeof(rbuf)) &&
 	      all_zero(gbuf, sizeof(gbuf)));
+	cq_inline_dgram(ibcq, w->lkey, wbuf, sizeof(wbuf));
 	ibv_dereg_mr(w);
 	ibv_dereg_mr(r);
 	ibv_destroy_cq(ibcq);
@@ -561,7 +590,7 @@ static void test_cq_bounce(void)
 	      all_zero(buf + 5100, sizeof(buf) - 5100) &&
 	      !(wc.wc_flags & IBV_WC_GRH));
 	memset(buf, 0, sizeof(buf));
-	CHECK(cq_bounce_one(ibcq, w->lkey, a, 48, 255, SRN_CQE_BNC_GRH, &wc) ==
+	CHECK(cq_bounce_one(ibcq, w->lkey, a, 48, 255, SRN_CQE_DGRAM, &wc) ==
 		      IBV_WC_SUCCESS &&
 	      (wc.wc_flags & IBV_WC_GRH) && buf[47] == 0xcd && !buf[48]);
 	memset(buf, 0, sizeof(buf));
@@ -569,7 +598,7 @@ static void test_cq_bounce(void)
 	      IBV_WC_LOC_PROT_ERR); /* no such slot */
 	CHECK(cq_bounce_one(ibcq, w->lkey, a, SRN_CQ_BOUNCE_SIZE + 1, 0, 0,
 			    &wc) == IBV_WC_LOC_PROT_ERR); /* more than a slot */
-	CHECK(cq_bounce_one(ibcq, w->lkey, a + 10000, 8000, 0, SRN_CQE_BNC_GRH,
+	CHECK(cq_bounce_one(ibcq, w->lkey, a + 10000, 8000, 0, SRN_CQE_DGRAM,
 			    &wc) == IBV_WC_LOC_PROT_ERR &&
 	      !(wc.wc_flags & IBV_WC_GRH)); /* past the MR */
 	CHECK(all_zero(buf, sizeof(buf)));

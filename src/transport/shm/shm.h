@@ -127,6 +127,9 @@ bool srn_resp_inline_ok(const struct srn_peer *p, const struct srn_rwqe *rw,
 			const struct srn_swqe *w);
 int srn_resp_inline_check(struct srn_peer *p, const struct srn_rwqe *rw,
 			  bool *odp_p);
+struct srn_cqe_inl;
+uint16_t srn_resp_inl_head(const struct srn_peer *p, const struct srn_rwqe *rw,
+			   const struct srn_swqe *w, struct srn_cqe_inl *in);
 void srn_resp_complete_inline(struct srn_peer *p, const struct srn_rwqe *rw,
 			      const struct srn_swqe *w, const struct iovec *src,
 			      unsigned ns);

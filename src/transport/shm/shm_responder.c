@@ -299,10 +299,8 @@ int srn_resp_inline_check(struct srn_peer *p, const struct srn_rwqe *rw,
 
 /* The fields of an inline or bounce receive CQE (struct srn_cqe_inl) for
  * the SEND w into rw but its payload: returns its flags but the length. */
-static uint16_t srn_resp_inl_head(const struct srn_peer *p,
-				  const struct srn_rwqe *rw,
-				  const struct srn_swqe *w,
-				  struct srn_cqe_inl *in)
+uint16_t srn_resp_inl_head(const struct srn_peer *p, const struct srn_rwqe *rw,
+			   const struct srn_swqe *w, struct srn_cqe_inl *in)
 {
 	uint16_t flags = SRN_CQE_INLINE;
 
@@ -391,7 +389,7 @@ static void srn_resp_bounce_cqe(struct srn_peer *p, const struct srn_rwqe *rw,
 
 	memcpy(in->data, &bnc, sizeof(bnc));
 	if (p->datagram)
-		flags |= SRN_CQE_BNC_GRH;
+		flags |= SRN_CQE_DGRAM;
 	in->flags = flags;
 }
 

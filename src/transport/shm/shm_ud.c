@@ -177,6 +177,48 @@ static enum ibv_wc_status srn_shm_ud_place(struct srn_peer *p,
 	return IBV_WC_SUCCESS;
 }
 
+/*
+ * The datagram w (src, ns) into rw as an inline receive CQE whose GRH the
+ * target's poll builds (SRN_CQE_DGRAM): one line of the target's written
+ * instead of two, and no copy the target cannot check. When it is small,
+ * both GIDs are IPv4-mapped, the first receive SGE holds GRH and payload,
+ * the CQ takes no timestamps and the receive's keys pass the target's TPT
+ * (else the caller places it, and reports what is wrong). true: posted.
+ */
+static bool srn_shm_ud_inline(struct srn_peer *p, const struct srn_rwqe *rw,
+			      const struct srn_swqe *w,
+			      const union ibv_gid *dgid,
+			      const struct iovec *src, unsigned ns)
+{
+	union {
+		struct srn_cqe cqe;
+		struct srn_cqe_inl inl;
+	} u;
+	struct srn_cqe_dgram_ips ips;
+	struct iovec to = { u.inl.data, sizeof(u.inl.data) };
+	uint16_t flags;
+	bool odp;
+
+	if (w->total_len > SRN_CQE_DGRAM_MAX || !rw->num_sge ||
+	    rw->sge[0].length < SRN_GRH_LEN + w->total_len ||
+	    !srn_gid_v4(&srn_device_get()->gid, &ips.sip) ||
+	    !srn_gid_v4(dgid, &ips.dip))
+		return false;
+	/* relaxed: set by the owner before the segment was shared (as in
+	 * srn_cq_post) */
+	if ((__atomic_load_n(&p->cqv.shm->flags, __ATOMIC_RELAXED) &
+	     SRN_CQF_TIMESTAMP) ||
+	    srn_resp_inline_check(p, rw, &odp) || odp)
+		return false;
+	flags = srn_resp_inl_head(p, rw, w, &u.inl);
+	srn_iov_copy(&to, 1, src, ns);
+	memcpy(u.inl.data2, &ips, sizeof(ips));
+	u.inl.flags = flags | SRN_CQE_DGRAM |
+		      (uint16_t)(w->total_len << SRN_CQE_INL_LEN_SHIFT);
+	srn_cq_post(&p->cqv, &u.cqe);
+	return true;
+}
+
 /* The target's next receive WQE, taken; false: none (dropped). */
 static bool srn_shm_ud_take(struct srn_peer *p, struct srn_rwqe_buf *rb)
 {
@@ -230,6 +272,8 @@ int srn_shm_ud_send(struct srn_qp *qp, const struct srn_swqe *w,
 			!p ? "no peer" : "closed or no receive WQE");
 		return 0; /* lost, as UD may */
 	}
+	if (srn_shm_ud_inline(p, &rb.w, w, &d->dgid, src, ns))
+		return 0;
 	grh = srn_shm_ud_grh(u, &d->dgid, (uint32_t)w->total_len, &sl);
 	ts = srn_shm_ud_place(p, &rb.w, w, grh, src, ns, sl, &posted);
 	if (posted)
