@@ -550,25 +550,28 @@ static void srn_shm_on_conn(struct srn_pollable *pl, uint32_t events)
 {
 	struct srn_peer *p = pl->priv;
 	struct srn_qp *qp = p->qp;
-	bool stalled;
+	bool hup = events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR);
+	bool stalled = false;
 
-	if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
-		srn_shm_on_hup(pl, events);
-		return;
-	}
 	/* take the answer now, if nobody holds the send queue (the peer is
-	 * freed only after srn_progress_del, which waits for us) */
-	if (!srn_trylock(&qp->sq_lock)) {
+	 * freed only after srn_progress_del, which waits for us); one that
+	 * came before a close is taken first, so that a refusal or a lie
+	 * is reported as such */
+	if (srn_trylock(&qp->sq_lock)) {
+		/* acquire: pairs with the release in srn_shm_up */
+		if ((events & EPOLLIN) &&
+		    !atomic_load_explicit(&p->up, memory_order_acquire) &&
+		    (p->req_out || p->deferred))
+			srn_shm_ctl_retry(p);
+		stalled = qp->stall != SRN_STALL_NONE;
+		srn_unlock(&qp->sq_lock);
+	} else if (!hup) {
 		srn_progress_request_retry(); /* the holder, or the sweep */
 		return;
 	}
-	/* acquire: pairs with the release in srn_shm_up */
-	if (!atomic_load_explicit(&p->up, memory_order_acquire) &&
-	    (p->req_out || p->deferred))
-		srn_shm_ctl_retry(p);
-	stalled = qp->stall != SRN_STALL_NONE;
-	srn_unlock(&qp->sq_lock);
-	if (stalled) /* it may wait for this (handshake, MR_REP, XSRQ_REP) */
+	if (hup)
+		srn_shm_on_hup(pl, events);
+	else if (stalled) /* it may wait for this (handshake, MR_REP, ...) */
 		srn_progress_request_retry();
 }
 
