@@ -1,13 +1,13 @@
 #!/bin/bash
-# What keeping receive buffers private costs (SOFTRNIC_LOCAL_MR=private:
-# an MR without a remote right is never shared; a same-host SEND into one
-# goes through the receive CQ's bounce slots, docs/shm-layout.md) against
-# the default (such MRs shared with kin peers, SENDs placed by the
-# initiator). perftest registers its SEND buffers LOCAL_WRITE only, as
+# What keeping receive buffers private costs (the default,
+# SOFTRNIC_LOCAL_MR=private: an MR without a remote right is never shared;
+# a same-host SEND into one goes through the receive CQ's bounce slots,
+# docs/shm-layout.md) against the opt-in SOFTRNIC_LOCAL_MR=shared (such
+# MRs shared with kin peers, SENDs placed by the initiator). perftest registers its SEND buffers LOCAL_WRITE only, as
 # ibv_rc_pingpong does. Each row runs both settings back to back in every
 # round (which goes first alternating), server on CPU 0, client on CPU 1,
 # over shared memory; medians of R rounds and the median of the rounds'
-# private/default ratios.
+# private/shared ratios.
 #   scripts/bench-localmr.sh [R]      (default 5; markdown on stdout)
 set -u
 cd "$(dirname "$0")/.."
@@ -74,7 +74,7 @@ for r in $(seq 1 "$rounds"); do
 	done
 done
 
-echo "| test | unit | default (shared with kin) | private | private / default (median of rounds) |"
+echo "| test | unit | shared (with kin) | private (default) | private / shared (median of rounds) |"
 echo "|---|---|---|---|---|"
 for i in "${!rows[@]}"; do
 	IFS='|' read -r name unit _ <<<"${rows[$i]}"

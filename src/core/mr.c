@@ -39,19 +39,27 @@ const char *const srn_key_err_names[] = {
 	 IBV_ACCESS_MW_BIND | IBV_ACCESS_HUGETLB | IBV_ACCESS_ON_DEMAND | \
 	 IBV_ACCESS_OPTIONAL_RANGE)
 /* The rights that make an MR's memory shareable with (kin) peers: a
- * remote right, or LOCAL_WRITE (a receive buffer, into which a same-host
- * initiator places SENDs). With SOFTRNIC_LOCAL_MR=private: a remote right,
- * or MW_BIND (a window may grant one); a private receive buffer is reached
- * through the receive CQ's bounce slots (or process_vm_writev):
- * srn_mr_export answers with its address and no descriptor. */
-static unsigned srn_access_shared = SRN_ACCESS_REMOTE | IBV_ACCESS_LOCAL_WRITE;
+ * remote right, or MW_BIND (a window may grant one). An MR without one (a
+ * receive buffer with LOCAL_WRITE only) stays private: SENDs into it go
+ * through the receive CQ's bounce slots (or process_vm_writev), and
+ * srn_mr_export answers with its address and no descriptor. With
+ * SOFTRNIC_LOCAL_MR=shared, LOCAL_WRITE also makes it shareable, so that a
+ * same-host initiator places SENDs into it directly (faster for large
+ * SENDs; docs/security.md says what that gives a kin peer). */
+static unsigned srn_access_shared = SRN_ACCESS_REMOTE | IBV_ACCESS_MW_BIND;
 
 __attribute__((constructor)) static void srn_local_mr_init(void)
 {
 	const char *e = getenv("SOFTRNIC_LOCAL_MR");
 
-	if (e && !strcmp(e, "private"))
-		srn_access_shared = SRN_ACCESS_REMOTE | IBV_ACCESS_MW_BIND;
+	if (!e || !strcmp(e, "private"))
+		return;
+	if (!strcmp(e, "shared"))
+		srn_access_shared = SRN_ACCESS_REMOTE | IBV_ACCESS_LOCAL_WRITE;
+	else
+		srn_warn("SOFTRNIC_LOCAL_MR=%s: not private or shared; "
+			 "private",
+			 e);
 }
 #define SRN_ACCESS_SHARED srn_access_shared
 #define SRN_ACCESS_NEEDS_WRITE                              \

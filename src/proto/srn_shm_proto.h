@@ -250,7 +250,7 @@ static_assert(sizeof(struct srn_cqe_dgram_ips) ==
 
 /*
  * A receive whose buffer the initiator may not map (an MR without a remote
- * right under SOFTRNIC_LOCAL_MR=private, a receive buffer in a read-only
+ * right unless SOFTRNIC_LOCAL_MR=shared, a receive buffer in a read-only
  * MR, memory that could not be remapped) takes the bounce path when the
  * bytes to place (a datagram's GRH first) fit the receive WQE's first SGE
  * and one slot: the initiator copies them into the CQ's bounce slot

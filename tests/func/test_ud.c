@@ -384,7 +384,7 @@ static void check_size(struct ud_side *s, const struct ud_info *p,
 
 /* Does the target's own poll write this datagram (so that its buffer is
  * untouched before)? Same host: when it fits a CQE, or always when
- * receive buffers stay private (docs/shm-layout.md). Over
+ * receive buffers stay private (the default; docs/shm-layout.md). Over
  * TCP a datagram may arrive after its sender's completion: no rule. */
 static bool written_by_poll(uint32_t len)
 {
@@ -393,7 +393,7 @@ static bool written_by_poll(uint32_t len)
 
 	if (tr && !strcmp(tr, "tcp"))
 		return false;
-	return len <= 14 || (lm && !strcmp(lm, "private"));
+	return len <= 14 || !lm || strcmp(lm, "shared");
 }
 
 static void target_sizes(struct ud_side *s, struct chan *c,

@@ -16,9 +16,10 @@
  * cannot have sealed pages of its own; it is served without a mapping
  * (process_vm_*): the READ works, its pages are not mapped by the peer.
  *
- * local_only (its privacy checks with SOFTRNIC_LOCAL_MR=private; by
- * default such MRs are shared with kin peers and only the data is
- * checked): an MR without remote rights is never shared. The target
+ * local_only: an MR without remote rights is never shared (with
+ * SOFTRNIC_LOCAL_MR=shared, which shares such MRs with kin peers, the
+ * data is checked and, over shared memory, that the private one was
+ * made shareable as asked). The target
  * posts receives in two LOCAL_WRITE-only MRs, one over private memory, one
  * over a memfd of its own mapped MAP_SHARED; the initiator's SENDs (larger
  * than an inline CQE) land in both, the private one is still private
@@ -53,7 +54,7 @@ static bool local_private(void)
 {
 	const char *e = getenv("SOFTRNIC_LOCAL_MR");
 
-	return e && !strcmp(e, "private");
+	return !e || strcmp(e, "shared");
 }
 
 static bool over_shm(void)
@@ -394,6 +395,9 @@ static int lo_target(struct chan *c, void *arg)
 		      "SEND %d placed", i);
 	CHECK(!local_private() || shared_ino_at((uintptr_t)buf[0]) == 0,
 	      "a LOCAL_WRITE-only MR of private memory was made shared");
+	CHECK(local_private() || !over_shm() ||
+		      shared_ino_at((uintptr_t)buf[0]) != 0,
+	      "SOFTRNIC_LOCAL_MR=shared: the MR was not made shareable");
 	chan_barrier(c); /* 1 */
 	for (int i = 0; i < 2; i++) {
 		ibv_dereg_mr(mr[i]);
