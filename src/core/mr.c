@@ -55,7 +55,8 @@ __attribute__((constructor)) static void srn_local_mr_init(void)
 	if (!e || !strcmp(e, "private"))
 		return;
 	if (!strcmp(e, "shared"))
-		srn_access_shared = SRN_ACCESS_REMOTE | IBV_ACCESS_LOCAL_WRITE;
+		srn_access_shared = SRN_ACCESS_REMOTE | IBV_ACCESS_MW_BIND |
+				    IBV_ACCESS_LOCAL_WRITE;
 	else
 		srn_warn("SOFTRNIC_LOCAL_MR=%s: not private or shared; "
 			 "private",

@@ -8,7 +8,10 @@
  * IBV_WC_WITH_INV and the key) and after dealloc; each bind error
  * completing with MW_BIND_ERR (LOCAL_INV errors with LOC_QP_OP_ERR, a bad
  * SEND_WITH_INV with REM_INV_REQ_ERR); an MR with a bound window cannot
- * be deregistered nor re-registered (EBUSY).
+ * be deregistered nor re-registered (EBUSY). The read-only window is
+ * bound on an MR with MW_BIND as its one right (shared with same-host
+ * peers, as a window may grant remote rights: also under
+ * SOFTRNIC_LOCAL_MR=shared, func_mw_*_shared).
  */
 #define _GNU_SOURCE
 #include "harness.h"
@@ -303,7 +306,10 @@ static int mw_target(struct chan *c, void *arg)
 
 	side_opts_default(&o);
 	REQUIRE(!side_pair(&s, &o, c, &p), "setup");
-	mr = ibv_reg_mr(s.pd, s.buf + MR_OFF, MR_LEN, MR_ACC);
+	/* the read-only window's MR has no right but MW_BIND: the window
+	 * alone grants the peer its READ */
+	mr = ibv_reg_mr(s.pd, s.buf + MR_OFF, MR_LEN,
+			k == C_T1_RO ? IBV_ACCESS_MW_BIND : MR_ACC);
 	mw = ibv_alloc_mw(s.pd, type);
 	REQUIRE(mr && mw, "MR and MW: %s", strerror(errno));
 	d.addr = (uintptr_t)mr->addr + W_OFF;
