@@ -884,6 +884,9 @@ static void srn_cq_inl_place(struct srn_cq *cq, const struct srn_cqe_inl *in,
 			     uint16_t flags, const uint8_t *src, uint32_t len,
 			     uint8_t *dst)
 {
+	/* read once, through volatile: a peer may rewrite them meanwhile,
+	 * and the GRH cached for them must be theirs */
+	const volatile uint32_t *v = (const volatile uint32_t *)in->data2;
 	struct srn_cqe_dgram_ips ips;
 	uint32_t head;
 
@@ -892,7 +895,8 @@ static void srn_cq_inl_place(struct srn_cq *cq, const struct srn_cqe_inl *in,
 		return;
 	}
 	if (flags & SRN_CQE_DGRAM) {
-		memcpy(&ips, in->data2, sizeof(ips));
+		ips.sip = v[0];
+		ips.dip = v[1];
 		if (cq->grh_len != len + 1 || cq->grh_ips.sip != ips.sip ||
 		    cq->grh_ips.dip != ips.dip) {
 			srn_grh_build_v4(cq->grh, ips.sip, ips.dip, len);
@@ -962,6 +966,7 @@ void srn_cq_inl_take(struct srn_cq *cq, const struct srn_cqe *c,
 bad:
 	out->status = out->vendor_err = IBV_WC_LOC_PROT_ERR;
 	out->wc_flags = 0;
+	out->sl = 0;
 }
 
 /* ibv_req_notify_cq: the next completion (or the next solicited one)

@@ -6,6 +6,7 @@
  * the control socket's reading after a reset and the sharing of received
  * descriptors.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -459,6 +460,62 @@ static bool all_zero(const uint8_t *b, size_t n)
 	return true;
 }
 
+/* A datagram's inline CQE from IPv4 sip to dip (network byte order), 8
+ * bytes of 0x5a, into buf: the completion. */
+static struct ibv_wc cq_dgram_from(struct ibv_cq *ibcq, uint32_t lkey,
+				   uint8_t *buf, uint32_t sip, uint32_t dip)
+{
+	struct srn_cqe_inl in = {
+		.wr_id = 6,
+		.addr = (uintptr_t)buf,
+		.lkey = lkey,
+		.flags = SRN_CQE_INLINE | SRN_CQE_DGRAM |
+			 8u << SRN_CQE_INL_LEN_SHIFT,
+	};
+	struct srn_cqe_dgram_ips ips = { sip, dip };
+	struct ibv_wc wc = { 0 };
+
+	memset(in.data, 0x5a, 8);
+	memcpy(in.data2, &ips, sizeof(ips));
+	CHECK(srn_cq_post(&to_scq(ibcq)->local, (struct srn_cqe *)&in) == 0);
+	CHECK(ibv_poll_cq(ibcq, 1, &wc) == 1 && wc.wr_id == 6);
+	return wc;
+}
+
+/* The IPv4 header in a GRH: valid checksum, these addresses. */
+static bool grh_v4_is(const uint8_t *g, uint32_t sip, uint32_t dip)
+{
+	uint32_t sum = 0;
+
+	for (int i = 20; i < 40; i += 2)
+		sum += (uint32_t)g[i] << 8 | g[i + 1];
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return all_zero(g, 20) && g[20] == 0x45 && sum == 0xffff &&
+	       !memcmp(g + 32, &sip, 4) && !memcmp(g + 36, &dip, 4);
+}
+
+/* Datagrams of one length from two sources in a row: each GRH names its
+ * own (the owner's cached GRH follows the addresses). */
+static void cq_inline_dgram_addrs(struct ibv_cq *ibcq, uint32_t lkey,
+				  uint8_t *wbuf)
+{
+	uint32_t a = htonl(0x0a000001), b = htonl(0x0a000002);
+	struct ibv_wc wc;
+
+	for (int i = 0; i < 3; i++) {
+		uint32_t s = i == 1 ? b : a, d = i == 1 ? a : b;
+
+		memset(wbuf, 0, 48);
+		wc = cq_dgram_from(ibcq, lkey, wbuf, s, d);
+		CHECK(wc.status == IBV_WC_SUCCESS && wc.byte_len == 48 &&
+		      (wc.wc_flags & IBV_WC_GRH) && (wc.sl & 7) == 2);
+		CHECK(grh_v4_is(wbuf, s, d) && wbuf[40] == 0x5a &&
+		      wbuf[47] == 0x5a);
+	}
+	memset(wbuf, 0, 48);
+}
+
 /* A datagram's inline CQE (SRN_CQE_DGRAM) into wbuf (n bytes, zero): its
  * GRH is built in front of the payload and counts in the bounds. */
 static void cq_inline_dgram(struct ibv_cq *ibcq, uint32_t lkey, uint8_t *wbuf,
@@ -475,6 +532,7 @@ static void cq_inline_dgram(struct ibv_cq *ibcq, uint32_t lkey, uint8_t *wbuf,
 			      SRN_CQE_DGRAM) ==
 	      IBV_WC_LOC_PROT_ERR); /* payload fits, GRH and payload do not */
 	CHECK(all_zero(wbuf, n));
+	cq_inline_dgram_addrs(ibcq, lkey, wbuf);
 }
 
 /* A peer writes inline receive CQEs: the owner's poll places their bytes
