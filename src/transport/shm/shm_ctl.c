@@ -555,8 +555,11 @@ static void srn_shm_on_conn(struct srn_pollable *pl, uint32_t events)
 
 	/* take the answer now, if nobody holds the send queue (the peer is
 	 * freed only after srn_progress_del, which waits for us); one that
-	 * came before a close is taken first, so that a refusal or a lie
-	 * is reported as such */
+	 * came before a close is then taken first, so that a refusal or a
+	 * lie is reported as such. If an application thread holds it (it
+	 * may be waiting for that answer itself), a hang-up is handled at
+	 * once all the same: the thread may then see the close instead of
+	 * the answer, and fails the handshake as for a peer that died */
 	if (srn_trylock(&qp->sq_lock)) {
 		/* acquire: pairs with the release in srn_shm_up */
 		if ((events & EPOLLIN) &&
