@@ -80,7 +80,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.2f", a / b; else 
 	echo "| path | send_bw M msg/s sent | x RC | received | x RC | send_lat typical (us) | x RC |"
 	echo "|---|---|---|---|---|---|---|"
 	echo "| RC, shm | $br | 1.00 | $xr | 1.00 | $lr | 1.00 |"
-	echo "| UD, shm (sender places) | $bu | $(ratio "$bu" "$br") | $xu | $(ratio "$xu" "$xr") | $lu | $(ratio "$lu" "$lr") |"
+	echo "| UD, shm | $bu | $(ratio "$bu" "$br") | $xu | $(ratio "$xu" "$xr") | $lu | $(ratio "$lu" "$lr") |"
 	echo "| UD, network transport forced (unix datagram sockets) | $bn | $(ratio "$bn" "$br") | - | - | $ln | $(ratio "$ln" "$lr") |"
 	echo
 	echo "CPU seconds each side of ib_send_bw got (user + system, whole"
