@@ -123,6 +123,15 @@ void srn_resp_cqe_fill(struct srn_peer *p, const struct srn_rwqe *rw,
 		       const struct srn_swqe *w, enum ibv_wc_opcode opcode,
 		       uint32_t byte_len, enum ibv_wc_status status,
 		       struct srn_cqe *cqe);
+/* Does the target's receive CQ take timestamps? Then its CQEs have no
+ * room for a payload (no inline, bounce or datagram CQE). */
+static inline bool srn_resp_cq_stamps(const struct srn_peer *p)
+{
+	/* relaxed: set by the owner before the segment was shared (as in
+	 * srn_cq_post) */
+	return __atomic_load_n(&p->cqv.shm->flags, __ATOMIC_RELAXED) &
+	       SRN_CQF_TIMESTAMP;
+}
 bool srn_resp_inline_ok(const struct srn_peer *p, const struct srn_rwqe *rw,
 			const struct srn_swqe *w);
 int srn_resp_inline_check(struct srn_peer *p, const struct srn_rwqe *rw,

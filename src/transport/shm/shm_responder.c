@@ -257,10 +257,7 @@ bool srn_resp_inline_ok(const struct srn_peer *p, const struct srn_rwqe *rw,
 		return false;
 	if (w->opcode != IBV_WR_SEND && w->opcode != IBV_WR_SEND_WITH_IMM)
 		return false;
-	/* relaxed: set by the owner before the segment was shared (as in
-	 * srn_cq_post) */
-	return !(__atomic_load_n(&p->cqv.shm->flags, __ATOMIC_RELAXED) &
-		 SRN_CQF_TIMESTAMP);
+	return !srn_resp_cq_stamps(p);
 }
 
 /*
@@ -368,12 +365,8 @@ bool srn_resp_bounce_ok(const struct srn_peer *p, const struct srn_rwqe *rw,
 
 	if (!(pvm & 1u) || !p->cqv.bounce || p->xsrq || !rw->num_sge ||
 	    len > SRN_CQ_BOUNCE_SIZE || rw->sge[0].length < len ||
-	    (w->opcode != IBV_WR_SEND && w->opcode != IBV_WR_SEND_WITH_IMM))
-		return false;
-	/* relaxed: set by the owner before the segment was shared (as in
-	 * srn_cq_post) */
-	if (__atomic_load_n(&p->cqv.shm->flags, __ATOMIC_RELAXED) &
-	    SRN_CQF_TIMESTAMP)
+	    (w->opcode != IBV_WR_SEND && w->opcode != IBV_WR_SEND_WITH_IMM) ||
+	    srn_resp_cq_stamps(p))
 		return false;
 	return !srn_tpt_lookup(p->tpt, rw->sge[0].lkey, &ref) &&
 	       !(ref.access & IBV_ACCESS_ON_DEMAND);

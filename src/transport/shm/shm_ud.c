@@ -204,11 +204,7 @@ static bool srn_shm_ud_inline(struct srn_peer *p, const struct srn_rwqe *rw,
 	    !srn_gid_v4(&srn_device_get()->gid, &ips.sip) ||
 	    !srn_gid_v4(dgid, &ips.dip))
 		return false;
-	/* relaxed: set by the owner before the segment was shared (as in
-	 * srn_cq_post) */
-	if ((__atomic_load_n(&p->cqv.shm->flags, __ATOMIC_RELAXED) &
-	     SRN_CQF_TIMESTAMP) ||
-	    srn_resp_inline_check(p, rw, &odp) || odp)
+	if (srn_resp_cq_stamps(p) || srn_resp_inline_check(p, rw, &odp) || odp)
 		return false;
 	flags = srn_resp_inl_head(p, rw, w, &u.inl);
 	srn_iov_copy(&to, 1, src, ns);
