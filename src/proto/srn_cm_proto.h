@@ -2,22 +2,30 @@
 /*
  * softrnic — the connection manager's messages (librdmacm, docs/rdmacm.md).
  *
- * One stream connection per rdma_cm connection, from the active side to
- * the host's CM port (SRN_CM_PORT_DEFAULT, SOFTRNIC_CM_PORT): REQ, then
- * REP or REJ back, RTU, and later DREQ/DREP either way. A side that waits
- * for its peer's answer (REP or REJ, RTU, DREP) gives up after
- * SRN_CM_RESPONSE_MS without a message; a side whose own application has
- * not answered yet (REQ or REP received) sends MRA every SRN_CM_MRA_MS
- * meanwhile, as an IB CM sends MRA. Every message is
- * the same fixed-size struct below, integers in network byte order, so a
- * receiver reads exactly SRN_CM_MSG_SIZE bytes and checks them with
- * srn_cm_msg_check before it looks at anything else.
+ * CM links: one stream connection from a process to the host's CM port
+ * (SRN_CM_PORT_DEFAULT, SOFTRNIC_CM_PORT) carries the messages of every
+ * rdma_cm connection that process makes to one rdma_cm port there (the
+ * destination address, port space and port), as an IB CM's MADs of many
+ * connections share QP1. Each message names the connection by the
+ * sender's and the receiver's communication ids (local_id, remote_id: the
+ * ids' own numbers, never 0; a REQ has no remote_id yet): REQ, then REP
+ * or REJ back, RTU, and later DREQ/DREP either way; GONE says the sender's
+ * id left without an answer (destroyed, or it gave up waiting), as closing
+ * a connection of its own would. A side that waits for its peer's answer
+ * (REP or REJ, RTU, DREP) gives up after SRN_CM_RESPONSE_MS without a
+ * message; a side whose own application has not answered yet (REQ or REP
+ * received) sends MRA every SRN_CM_MRA_MS meanwhile, as an IB CM sends
+ * MRA. Every message is the same fixed-size struct below, integers in
+ * network byte order, so a receiver reads whole SRN_CM_MSG_SIZE records
+ * and checks each with srn_cm_msg_check before it looks at anything else.
  *
- * The process that accepted the connection may not be the one listening
- * on the rdma_cm port: it then passes the connection's fd and the REQ it
- * read to the abstract unix datagram socket SRN_CM_SOCK_FMT of that port
+ * The process that accepted the link may not be the one listening on the
+ * rdma_cm port its first REQ names: it then passes the link's fd with that
+ * REQ to the abstract unix datagram socket SRN_CM_SOCK_FMT of that port
  * (SCM_RIGHTS, sender's credentials checked), or answers REJ with
- * SRN_CM_REJ_INVALID_SERVICE_ID when nobody listens there.
+ * SRN_CM_REJ_INVALID_SERVICE_ID when nobody listens there. A later REQ on
+ * a link for a port its process does not listen on (any more) is answered
+ * REJ SRN_CM_REJ_NOT_HERE: the active side dials the CM port again.
  */
 #ifndef SRN_CM_PROTO_H
 #define SRN_CM_PROTO_H
@@ -29,7 +37,7 @@
 #include <stdint.h>
 
 #define SRN_CM_MAGIC 0x4d43534eu /* "NSCM" */
-#define SRN_CM_VERSION 3
+#define SRN_CM_VERSION 4
 #define SRN_CM_PORT_DEFAULT 4790
 #define SRN_CM_RESPONSE_MS 4000 /* about an IB CM's response timeout */
 #define SRN_CM_MRA_MS 1000
@@ -45,6 +53,7 @@ enum srn_cm_msg_type {
 	SRN_CM_DREQ = 5,
 	SRN_CM_DREP = 6,
 	SRN_CM_MRA = 7, /* "received; my application has not answered yet" */
+	SRN_CM_GONE = 8, /* the sender's id left the link unanswered */
 	SRN_CM_MSG_NR,
 };
 
@@ -52,6 +61,9 @@ enum srn_cm_msg_type {
 enum srn_cm_rej_reason {
 	SRN_CM_REJ_INVALID_SERVICE_ID = 8,
 	SRN_CM_REJ_CONSUMER_DEFINED = 28,
+	/* softrnic's own, never an event's status: this link's process does
+	 * not listen on the port the REQ names; dial the CM port again */
+	SRN_CM_REJ_NOT_HERE = 0x8000,
 };
 
 /*
@@ -74,7 +86,7 @@ enum srn_cm_sidr_status {
 #define SRN_CM_PDATA_REP 196
 #define SRN_CM_PDATA_SIDR_REP 136
 #define SRN_CM_PDATA_REJ 148
-#define SRN_CM_PDATA_MAX 204
+#define SRN_CM_PDATA_MAX 196
 
 /* Port spaces and QP types a REQ may name (<rdma/rdma_cma.h>, verbs.h) */
 #define SRN_CM_PS_IB 0x013f
@@ -106,10 +118,14 @@ struct srn_cm_msg {
 	uint16_t reason; /* REJ: enum srn_cm_rej_reason or the consumer's */
 	uint8_t gid[16]; /* REQ, REP: the sender's device GID */
 	uint32_t qkey; /* UD REQ, REP: the sender's QP's Q_Key */
+	uint32_t local_id; /* the sender's communication id, never 0 */
+	uint32_t remote_id; /* the receiver's; 0 in a REQ, in a GONE or REJ
+			     * sent before the sender heard the other's */
 	uint8_t pdata[SRN_CM_PDATA_MAX];
 };
 static_assert(offsetof(struct srn_cm_msg, gid) == 32, "cm msg header");
-static_assert(offsetof(struct srn_cm_msg, pdata) == 52, "cm msg pdata");
+static_assert(offsetof(struct srn_cm_msg, local_id) == 52, "cm msg ids");
+static_assert(offsetof(struct srn_cm_msg, pdata) == 60, "cm msg pdata");
 static_assert(sizeof(struct srn_cm_msg) == 256, "cm msg size");
 #define SRN_CM_MSG_SIZE sizeof(struct srn_cm_msg)
 
@@ -157,6 +173,11 @@ static inline int srn_cm_msg_check(const struct srn_cm_msg *m, size_t len)
 	if (qpn > 0xffffffu || psn > 0xffffffu)
 		return -EBADMSG;
 	if (m->retry_count > 7 || m->rnr_retry_count > 7)
+		return -EBADMSG;
+	/* a REQ opens a connection: it names no receiver; the service's
+	 * REJ to a REQ (no id of its own) names no sender */
+	if (m->type == SRN_CM_REQ ? !m->local_id || m->remote_id :
+				    !m->local_id && m->type != SRN_CM_REJ)
 		return -EBADMSG;
 	if (m->type == SRN_CM_REQ &&
 	    (!m->dst_port ||

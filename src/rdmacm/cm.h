@@ -51,6 +51,7 @@ struct srn_cm_chan {
 };
 
 struct srn_cm_id;
+struct srn_cm_link;
 
 /*
  * Work an event brings to the application thread that takes it
@@ -102,14 +103,14 @@ struct srn_cm_id {
 	bool sync; /* created without a channel: calls wait */
 	bool disc_reported; /* DISCONNECTED given once */
 	bool rep_wait; /* REP taken, its ESTABLISHED not yet fetched */
-	int fd; /* the CM connection, -1 */
-	bool dialing; /* fd's connect() in progress */
-	uint8_t dials; /* connections tried for this REQ */
+	struct srn_cm_link *lk; /* the CM link its messages take, NULL */
+	struct srn_list lklink; /* lk->ids */
+	uint32_t peer_comm; /* the peer id's communication id, 0 unknown */
+	bool lk_quiet; /* the peer needs no GONE from us (cm_link.c) */
+	uint8_t dials; /* links tried for this REQ */
 	uint64_t redial_ns; /* CONNECTING between dials: dial again then */
 	uint64_t heard_ns; /* the peer's last message (or the timer's start) */
 	uint64_t mra_ns; /* our last MRA (or the timer's start) */
-	uint8_t rx[SRN_CM_MSG_SIZE];
-	size_t rx_len;
 	unsigned int reported, acked; /* events given out / acked */
 	pthread_cond_t cond; /* acked caught up with reported */
 	int unix_fd; /* bound port's hand-off socket, -1 */
@@ -126,6 +127,37 @@ struct srn_cm_id {
 	struct srn_list mcs; /* struct srn_cm_mc: groups joined */
 };
 
+/*
+ * A CM link (cm_link.c): one stream connection to another process's CM
+ * service, which carries the messages of every rdma_cm connection
+ * between the two to one rdma_cm port (proto/srn_cm_proto.h). The active
+ * side keys it by destination address, port space and port.
+ */
+struct srn_cm_link {
+	struct srn_list link; /* srn_cm.links */
+	struct srn_list hlink; /* srn_cm.link_hash[serial % buckets] */
+	uint64_t serial; /* its epoll handle */
+	int fd;
+	bool active; /* we dialed it */
+	bool dialing; /* connect() in progress */
+	bool stale; /* its peer does not serve the key's port, or the link
+		     * broke: no new ids */
+	bool refusing; /* accepted for a REQ nobody listened for */
+	bool dead; /* lost or closed: sends fail, ids leave */
+	bool busy; /* its reader runs: the reader frees it if dead */
+	uint32_t ev_mask; /* the events epoll watches for it */
+	struct sockaddr_storage dst; /* active: the CM port dialed */
+	uint16_t ps, port; /* active: the rdma_cm port space and port */
+	struct sockaddr_storage local_sa, peer_sa; /* passive: its ends */
+	struct srn_list ids; /* struct srn_cm_id.lklink */
+	unsigned int nids;
+	uint64_t idle_ns; /* no ids since then (0: it has some) */
+	size_t rx_len; /* bytes of a partial message in rx */
+	uint8_t rx[SRN_CM_MSG_SIZE] __attribute__((aligned(8)));
+	uint8_t *tx; /* bytes the socket did not take yet */
+	size_t tx_len, tx_cap;
+};
+
 /* A multicast group an id joined (rdma_join_multicast). */
 struct srn_cm_mc {
 	struct srn_list link; /* srn_cm_id.mcs */
@@ -136,6 +168,7 @@ struct srn_cm_mc {
 };
 
 #define SRN_CM_ID_BUCKETS 1024 /* a power of two */
+#define SRN_CM_LINK_BUCKETS 256 /* a power of two */
 
 struct srn_cm_global {
 	pthread_mutex_t lock;
@@ -149,6 +182,9 @@ struct srn_cm_global {
 	int stat_fd; /* "softrnic/cm/pid/<pid>": softrnic stat asks here */
 	int listeners; /* ids listening: the listener's users */
 	struct srn_list pending; /* accepted, REQ not read yet or parked */
+	struct srn_list links; /* struct srn_cm_link */
+	struct srn_list link_hash[SRN_CM_LINK_BUCKETS]; /* by serial */
+	unsigned int idle_links; /* links without ids (at most) */
 	unsigned int npending;
 	unsigned int redials; /* ids waiting to dial again (at most) */
 	unsigned int timed; /* ids with a CM timer running (at most) */
@@ -173,7 +209,7 @@ extern struct srn_cm_global srn_cm;
 
 /* epoll data: serial << 2 | kind */
 enum srn_cm_ep_kind {
-	SRN_CM_EP_CONN = 0, /* an id's CM connection */
+	SRN_CM_EP_CONN = 0, /* a CM link */
 	SRN_CM_EP_UNIX = 1, /* a listener's hand-off socket */
 	SRN_CM_EP_LISTEN = 2, /* the stream listener (serial 0), the stat
 			       * socket (serial SRN_CM_EP_STAT_SERIAL),
@@ -194,6 +230,9 @@ enum srn_cm_ep_kind {
 #define SRN_CM_PEND_MAX 512 /* accepted connections without a whole REQ */
 #define SRN_CM_PEND_SRC 64 /* of them from one address (host daemon) */
 #define SRN_CM_REQ_WAIT_MS 3000 /* an accepted connection's REQ, at most */
+#define SRN_CM_LINK_IDLE_MS 1000 /* a link we dialed, without ids, closes */
+#define SRN_CM_LINK_IDLE_PASSIVE_MS 3000 /* one we accepted (later) */
+#define SRN_CM_LINK_TX_MAX (16u << 20) /* bytes a link may queue */
 /* RTR's min_rnr_timer: 0 (655.36 ms), what the kernel's IB CM gives RC and
  * XRC TGT QPs, so that a receiver late by a scheduling delay is retried,
  * not failed with RNR_RETRY_EXC_ERR after a few ms */
@@ -229,34 +268,53 @@ struct srn_cm_id *srn_cm_id_new(struct srn_cm_chan *c, void *context,
 				enum rdma_port_space ps,
 				enum ibv_qp_type qp_type);
 struct srn_cm_id *srn_cm_id_find(uint64_t serial);
+struct srn_cm_id *srn_cm_id_find_comm(uint32_t comm);
 void srn_cm_id_set_verbs(struct srn_cm_id *cid);
 uint32_t srn_cm_random24(void);
 void srn_cm_id_unlink(struct srn_cm_id *cid);
 int srn_cm_bind_port(struct srn_cm_id *cid, uint16_t port);
 
-/* cm_svc.c; it calls up into cm_conn.c only through these (set once by
- * cm_conn.c's constructor), so that calls point down */
-struct srn_cm_up_ops {
-	void (*on_msg)(struct srn_cm_id *cid, const struct srn_cm_msg *m);
-	void (*on_lost)(struct srn_cm_id *cid, int err);
-	void (*on_connected)(struct srn_cm_id *cid);
-	int (*on_req)(struct srn_cm_id *lid, int fd,
-		      const struct srn_cm_msg *m);
-	/* while srn_cm.redials or srn_cm.timed: redials and CM timers */
+/* cm_svc.c; it calls up into cm_link.c only through these (set once by
+ * cm_link.c's constructor), so that calls point down */
+struct srn_cm_svc_up_ops {
+	/* a whole first REQ m on an accepted stream fd, for listener lid
+	 * (NULL: nobody listens on its port, answer REJ): 0 (fd is a link
+	 * now) or -errno (the caller rejects and closes) */
+	int (*on_stream)(struct srn_cm_id *lid, int fd,
+			 const struct srn_cm_msg *m);
+	void (*on_link)(uint64_t serial, uint32_t events);
+	/* while srn_cm.redials, srn_cm.timed or srn_cm.idle_links */
 	void (*on_tick)(uint64_t now_ns);
 };
-void srn_cm_svc_set_up(const struct srn_cm_up_ops *ops);
+void srn_cm_svc_set_up(const struct srn_cm_svc_up_ops *ops);
 int srn_cm_svc_start(void);
+void srn_cm_svc_kick(void);
 int srn_cm_listen_get(void);
 int srn_cm_listen_open(bool share);
 int srn_cm_listen_adopt(int fd);
 void srn_cm_listen_put(void);
 int srn_cm_epoll_add(int fd, uint64_t serial, enum srn_cm_ep_kind k,
 		     uint32_t events);
-void srn_cm_close_conn(struct srn_cm_id *cid);
-int srn_cm_send(struct srn_cm_id *cid, struct srn_cm_msg *m);
 void srn_cm_msg_init(struct srn_cm_msg *m, enum srn_cm_msg_type type);
 uint16_t srn_cm_service_port(void);
+
+/* cm_link.c; it calls up into cm_conn.c only through these (set once by
+ * cm_conn.c's constructor) */
+struct srn_cm_link_up_ops {
+	void (*on_msg)(struct srn_cm_id *cid, const struct srn_cm_msg *m);
+	void (*on_lost)(struct srn_cm_id *cid, int err);
+	void (*on_dial_failed)(struct srn_cm_id *cid, int err);
+	/* a REQ for listener lid on lk: 0, or -errno (lk answers REJ) */
+	int (*on_req)(struct srn_cm_id *lid, struct srn_cm_link *lk,
+		      const struct srn_cm_msg *m);
+	void (*on_tick)(uint64_t now_ns);
+};
+void srn_cm_link_set_up(const struct srn_cm_link_up_ops *ops);
+int srn_cm_link_join(struct srn_cm_id *cid);
+void srn_cm_link_attach(struct srn_cm_id *cid, struct srn_cm_link *lk);
+void srn_cm_close_conn(struct srn_cm_id *cid);
+int srn_cm_send(struct srn_cm_id *cid, struct srn_cm_msg *m);
+bool srn_cm_link_waiting(const struct srn_cm_id *cid);
 
 /* cm_qp.c */
 int srn_cm_qp_attr(struct srn_cm_id *cid, struct ibv_qp_attr *a, int *mask);

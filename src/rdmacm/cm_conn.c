@@ -29,6 +29,7 @@
 #include "rdmacm/cm.h"
 
 static void srn_cm_on_lost(struct srn_cm_id *cid, int err);
+static void srn_cm_unreachable(struct srn_cm_id *cid, int err);
 
 static uint8_t srn_cm_clamp(uint8_t v, int max)
 {
@@ -103,43 +104,6 @@ static int srn_cm_param(struct srn_cm_id *cid, const struct rdma_conn_param *p,
 	return 0;
 }
 
-/* Starts the stream connection to the destination's CM port. */
-static int srn_cm_dial(struct srn_cm_id *cid)
-{
-	struct sockaddr_storage ss;
-	struct sockaddr *sa = (struct sockaddr *)&ss;
-	socklen_t len;
-	int fd, one = 1, cnt = 2, ret;
-
-	memcpy(&ss, &cid->id.route.addr.dst_addr, sizeof(ss));
-	if (sa->sa_family == AF_INET6) {
-		len = sizeof(struct sockaddr_in6);
-		((struct sockaddr_in6 *)sa)->sin6_port =
-			htobe16(srn_cm_service_port());
-	} else {
-		len = sizeof(struct sockaddr_in);
-		((struct sockaddr_in *)sa)->sin_port =
-			htobe16(srn_cm_service_port());
-	}
-	fd = srn_socket(sa->sa_family,
-			SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		return -errno;
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	setsockopt(fd, IPPROTO_TCP, TCP_SYNCNT, &cnt, sizeof(cnt));
-	if (connect(fd, sa, len) && errno != EINPROGRESS) {
-		ret = -errno;
-		close(fd);
-		return ret;
-	}
-	cid->fd = fd;
-	cid->dialing = true;
-	ret = srn_cm_epoll_add(fd, cid->serial, SRN_CM_EP_CONN, EPOLLOUT);
-	if (ret)
-		srn_cm_close_conn(cid);
-	return ret;
-}
-
 static bool srn_cm_is_ud(const struct srn_cm_id *cid)
 {
 	return cid->id.qp_type == IBV_QPT_UD;
@@ -152,6 +116,36 @@ static unsigned int srn_cm_req_pmax(const struct srn_cm_id *cid)
 		return SRN_CM_PDATA_SIDR_REQ;
 	return cid->id.ps == RDMA_PS_IB ? SRN_CM_PDATA_REQ_IB :
 					  SRN_CM_PDATA_REQ;
+}
+
+/* The REQ of cid on the link to its destination's rdma_cm port (dialed
+ * now if there is none; the REQ waits in it meanwhile): 0 or -errno. */
+static int srn_cm_req_send(struct srn_cm_id *cid)
+{
+	struct srn_cm_msg m;
+	int ret, tries = 2;
+
+again:
+	ret = srn_cm_link_join(cid);
+	if (ret)
+		return ret;
+	srn_cm_msg_init(&m, SRN_CM_REQ);
+	srn_cm_msg_fill(cid, &m, cid->req_pdata, cid->req_plen);
+	m.src_port = rdma_get_src_port(&cid->id);
+	m.dst_port = rdma_get_dst_port(&cid->id);
+	m.ps = htobe16(cid->id.ps);
+	m.qp_type = cid->id.qp_type;
+	cid->heard_ns = srn_now_ns(); /* the response timer starts */
+	ret = srn_cm_send(cid, &m);
+	if (ret) {
+		cid->lk_quiet = true; /* the peer never heard of us */
+		srn_cm_close_conn(cid);
+		/* a link that broke before the CM thread heard it is stale
+		 * now: the REQ goes once more, on a new one */
+		if (ret != -ENOBUFS && --tries)
+			goto again;
+	}
+	return ret;
 }
 
 static int srn_cm_connect_locked(struct srn_cm_id *cid,
@@ -175,7 +169,7 @@ static int srn_cm_connect_locked(struct srn_cm_id *cid,
 	if (cid->req_plen)
 		memcpy(cid->req_pdata, p->private_data, cid->req_plen);
 	cid->conn.peer_known = false;
-	ret = srn_cm_dial(cid);
+	ret = srn_cm_req_send(cid);
 	if (ret)
 		return ret;
 	srn_dbg("rdmacm: connect");
@@ -217,55 +211,21 @@ static void srn_cm_dial_failed(struct srn_cm_id *cid, int err)
 		srn_cm_queue(cid, cid, RDMA_CM_EVENT_UNREACHABLE, err, NULL);
 }
 
-static void srn_cm_on_lost(struct srn_cm_id *cid, int err);
-
-/* The active side's connection is up (or failed): send the REQ. */
-static void srn_cm_on_connected(struct srn_cm_id *cid)
-{
-	struct epoll_event ev = { .events = EPOLLIN };
-	struct srn_cm_msg m;
-	socklen_t sl = sizeof(int);
-	int err = 0;
-
-	cid->dialing = false;
-	getsockopt(cid->fd, SOL_SOCKET, SO_ERROR, &err, &sl);
-	if (err == ECONNRESET || err == EPIPE) {
-		srn_cm_on_lost(cid, -err); /* taken, then reset: dial again */
-		return;
-	}
-	if (err) {
-		srn_cm_dial_failed(cid, -err);
-		return;
-	}
-	ev.data.u64 = cid->serial << 2 | SRN_CM_EP_CONN;
-	epoll_ctl(srn_cm.epfd, EPOLL_CTL_MOD, cid->fd, &ev);
-	srn_cm_msg_init(&m, SRN_CM_REQ);
-	srn_cm_msg_fill(cid, &m, cid->req_pdata, cid->req_plen);
-	m.src_port = rdma_get_src_port(&cid->id);
-	m.dst_port = rdma_get_dst_port(&cid->id);
-	m.ps = htobe16(cid->id.ps);
-	m.qp_type = cid->id.qp_type;
-	cid->heard_ns = srn_now_ns(); /* the response timer starts */
-	if (srn_cm_send(cid, &m))
-		srn_cm_on_lost(cid, -ECONNRESET); /* dial again */
-}
-
-/* Fills a child's addresses from its connection and the REQ. */
+/* Fills a child's addresses from its link's ends and the REQ. */
 static void srn_cm_child_addr(struct srn_cm_id *c, struct srn_cm_id *lid,
-			      int fd, const struct srn_cm_msg *m)
+			      const struct srn_cm_link *lk,
+			      const struct srn_cm_msg *m)
 {
 	struct rdma_addr *ra = &c->id.route.addr;
 	struct sockaddr_in6 *s6;
 	struct sockaddr_in s4 = { .sin_family = AF_INET };
-	socklen_t sl = sizeof(ra->src_addr);
 	int i;
 
 	for (i = 0; i < 2; i++) {
 		struct sockaddr *sa = i ? &ra->dst_addr : &ra->src_addr;
 
-		sl = sizeof(struct sockaddr_storage);
-		if (i ? getpeername(fd, sa, &sl) : getsockname(fd, sa, &sl))
-			memset(sa, 0, sizeof(struct sockaddr_storage));
+		memcpy(sa, i ? &lk->peer_sa : &lk->local_sa,
+		       sizeof(struct sockaddr_storage));
 		s6 = (struct sockaddr_in6 *)sa;
 		if (sa->sa_family == AF_INET6 &&
 		    IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr)) {
@@ -282,9 +242,9 @@ static void srn_cm_child_addr(struct srn_cm_id *c, struct srn_cm_id *lid,
 }
 
 /*
- * A REQ for listener lid arrived on fd (under srn_cm.lock): a child id and
- * CONNECT_REQUEST on the listener's channel. 0, or -errno (the caller
- * rejects and closes fd).
+ * A REQ for listener lid arrived on link lk (under srn_cm.lock): a child
+ * id and CONNECT_REQUEST on the listener's channel. 0, or -errno (the
+ * link answers REJ).
  */
 static_assert(SRN_CM_QPT_RC == IBV_QPT_RC && SRN_CM_QPT_UD == IBV_QPT_UD &&
 		      SRN_CM_QPT_XRC_SEND == IBV_QPT_XRC_SEND,
@@ -298,11 +258,10 @@ static unsigned int srn_cm_peer_qp_type(unsigned int type)
 	return type == IBV_QPT_XRC_SEND ? IBV_QPT_XRC_RECV : type;
 }
 
-static int srn_cm_on_req(struct srn_cm_id *lid, int fd,
+static int srn_cm_on_req(struct srn_cm_id *lid, struct srn_cm_link *lk,
 			 const struct srn_cm_msg *m)
 {
 	struct srn_cm_id *c;
-	int one = 1;
 
 	if (lid->pending >= lid->backlog ||
 	    srn_cm_peer_qp_type(m->qp_type) != lid->id.qp_type)
@@ -311,15 +270,13 @@ static int srn_cm_on_req(struct srn_cm_id *lid, int fd,
 			  lid->id.ps, lid->id.qp_type);
 	if (!c)
 		return -ENOMEM;
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	c->fd = fd;
 	c->listener = lid;
 	srn_cm_set_state(c, SRN_CMS_REQ_RCVD);
 	c->conn.psn = srn_cm_random24();
 	c->ack_timeout = lid->ack_timeout;
 	c->tos = lid->tos;
 	srn_cm_id_set_verbs(c);
-	srn_cm_child_addr(c, lid, fd, m);
+	srn_cm_child_addr(c, lid, lk, m);
 	srn_cm_msg_take(c, m);
 	c->conn.retry_count = m->retry_count;
 	c->conn.rnr_retry_count = m->rnr_retry_count;
@@ -328,16 +285,16 @@ static int srn_cm_on_req(struct srn_cm_id *lid, int fd,
 					srn_cm.dev_attr.max_qp_rd_atom);
 	c->conn.init_depth = srn_cm_clamp(m->responder_resources,
 					  srn_cm.dev_attr.max_qp_init_rd_atom);
-	if (srn_cm_epoll_add(fd, c->serial, SRN_CM_EP_CONN, EPOLLIN) ||
-	    srn_cm_queue(c, lid, RDMA_CM_EVENT_CONNECT_REQUEST, 0, m)) {
-		c->fd = -1;
-		epoll_ctl(srn_cm.epfd, EPOLL_CTL_DEL, fd, NULL);
+	if (srn_cm_queue(c, lid, RDMA_CM_EVENT_CONNECT_REQUEST, 0, m)) {
 		srn_list_del(&c->link);
+		srn_list_del(&c->hlink);
 		if (c->chan->private)
 			srn_cm_chan_free(c->chan);
 		srn_cm_zfree(c);
 		return -ENOMEM;
 	}
+	srn_cm_link_attach(c, lk);
+	c->peer_comm = be32toh(m->local_id);
 	lid->pending++;
 	return 0;
 }
@@ -570,6 +527,21 @@ static void srn_cm_on_rej(struct srn_cm_id *cid, const struct srn_cm_msg *m)
 	unsigned int reason = be16toh(m->reason);
 
 	srn_cm_close_conn(cid);
+	if (reason == SRN_CM_REJ_NOT_HERE) {
+		/* the link's process no longer serves the port: the REQ
+		 * goes again on a new link, to whoever serves it now */
+		if (cid->state == SRN_CMS_CONNECTING &&
+		    cid->dials < SRN_CM_DIAL_TRIES) {
+			int err;
+
+			cid->dials++;
+			err = srn_cm_req_send(cid);
+			if (err)
+				srn_cm_unreachable(cid, err);
+			return;
+		}
+		reason = SRN_CM_REJ_INVALID_SERVICE_ID;
+	}
 	if (cid->state == SRN_CMS_REQ_RCVD && cid->listener) {
 		/* rejected before the application saw it: drop quietly */
 		srn_cm_set_state(cid, SRN_CMS_FAILED);
@@ -669,7 +641,7 @@ static bool srn_cm_redial_run(struct srn_cm_id *cid, uint64_t now_ns)
 		return true;
 	cid->redial_ns = 0;
 	cid->dials++;
-	err = srn_cm_dial(cid);
+	err = srn_cm_req_send(cid);
 	if (err)
 		srn_cm_unreachable(cid, err);
 	return false;
@@ -680,7 +652,7 @@ static void srn_cm_mra_run(struct srn_cm_id *cid, uint64_t now_ns)
 {
 	struct srn_cm_msg m;
 
-	if (cid->fd < 0 || now_ns - cid->mra_ns < SRN_CM_MRA_MS * 1000000ull)
+	if (!cid->lk || now_ns - cid->mra_ns < SRN_CM_MRA_MS * 1000000ull)
 		return;
 	srn_cm_msg_init(&m, SRN_CM_MRA);
 	srn_cm_send(cid, &m); /* a broken connection shows as lost */
@@ -699,7 +671,7 @@ static bool srn_cm_timer_run(struct srn_cm_id *cid, uint64_t now_ns)
 
 	switch (cid->state) {
 	case SRN_CMS_CONNECTING:
-		if (cid->fd < 0 || cid->dialing || !silent)
+		if (!cid->lk || srn_cm_link_waiting(cid) || !silent)
 			return true; /* a dial has its own timeouts */
 		srn_dbg("rdmacm: no answer to the REQ");
 		srn_cm_close_conn(cid);
@@ -716,7 +688,7 @@ static bool srn_cm_timer_run(struct srn_cm_id *cid, uint64_t now_ns)
 	case SRN_CMS_REQ_RCVD:
 	case SRN_CMS_REP_RCVD:
 		srn_cm_mra_run(cid, now_ns);
-		return cid->fd >= 0;
+		return cid->lk != NULL;
 	default:
 		return false;
 	}
@@ -778,10 +750,10 @@ static void srn_cm_on_lost(struct srn_cm_id *cid, int err)
 	}
 }
 
-static const struct srn_cm_up_ops srn_cm_conn_up = {
+static const struct srn_cm_link_up_ops srn_cm_conn_up = {
 	.on_msg = srn_cm_on_msg,
 	.on_lost = srn_cm_on_lost,
-	.on_connected = srn_cm_on_connected,
+	.on_dial_failed = srn_cm_dial_failed,
 	.on_tick = srn_cm_on_tick,
 	.on_req = srn_cm_on_req,
 };
@@ -789,5 +761,5 @@ static const struct srn_cm_up_ops srn_cm_conn_up = {
 __attribute__((constructor)) static void srn_cm_conn_init(void)
 {
 	srn_cm_set_act_fn(srn_cm_act);
-	srn_cm_svc_set_up(&srn_cm_conn_up);
+	srn_cm_link_set_up(&srn_cm_conn_up);
 }

@@ -132,6 +132,7 @@ struct srn_cm_global srn_cm = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.ids = SRN_LIST_INIT(srn_cm.ids),
 	.pending = SRN_LIST_INIT(srn_cm.pending),
+	.links = SRN_LIST_INIT(srn_cm.links),
 	.next_serial = 1,
 	.epfd = -1,
 	.lfd = -1,
@@ -377,11 +378,12 @@ struct srn_cm_id *srn_cm_id_new(struct srn_cm_chan *c, void *context,
 	cid->id.context = context;
 	cid->id.ps = ps;
 	cid->id.qp_type = qp_type;
-	cid->fd = -1;
 	cid->unix_fd = -1;
 	cid->ack_timeout = SRN_CM_DEF_TIMEOUT;
 	srn_list_init(&cid->mcs);
 	pthread_cond_init(&cid->cond, NULL);
+	if (!(uint32_t)srn_cm.next_serial)
+		srn_cm.next_serial++; /* its communication id is never 0 */
 	cid->serial = srn_cm.next_serial++;
 	srn_list_add_tail(&cid->link, &srn_cm.ids);
 	srn_list_add(&cid->hlink, srn_cm_id_bucket(cid->serial));
@@ -397,6 +399,22 @@ struct srn_cm_id *srn_cm_id_find(uint64_t serial)
 	srn_list_for_each(pos, b) {
 		cid = srn_list_entry(pos, struct srn_cm_id, hlink);
 		if (cid->serial == serial)
+			return cid;
+	}
+	return NULL;
+}
+
+/* Under srn_cm.lock: the id whose communication id (its serial's low 32
+ * bits, cm_link.c) is comm, or NULL. */
+struct srn_cm_id *srn_cm_id_find_comm(uint32_t comm)
+{
+	struct srn_list *pos, *b = srn_cm_id_bucket(comm);
+	struct srn_cm_id *cid;
+
+	static_assert(SRN_CM_ID_BUCKETS <= 1ull << 32, "bucket of a comm id");
+	srn_list_for_each(pos, b) {
+		cid = srn_list_entry(pos, struct srn_cm_id, hlink);
+		if ((uint32_t)cid->serial == comm)
 			return cid;
 	}
 	return NULL;
@@ -576,16 +594,26 @@ static void srn_cm_atfork_child(void)
 	pthread_mutex_init(&srn_cm.lock, NULL);
 	srn_list_for_each(pos, &srn_cm.ids) {
 		cid = srn_list_entry(pos, struct srn_cm_id, link);
-		if (cid->fd >= 0)
-			close(cid->fd);
 		if (cid->unix_fd >= 0)
 			close(cid->unix_fd);
-		cid->fd = cid->unix_fd = -1;
+		cid->unix_fd = -1;
+		cid->lk = NULL;
 		srn_cm_set_state(cid, SRN_CMS_FAILED);
 		pthread_cond_init(&cid->cond, NULL);
 	}
 	while (!srn_list_empty(&srn_cm.pending))
 		srn_list_del(srn_cm.pending.next); /* pages left as they are */
+	while (!srn_list_empty(&srn_cm.links)) {
+		struct srn_cm_link *lk = srn_list_entry(
+			srn_cm.links.next, struct srn_cm_link, link);
+
+		if (lk->fd >= 0)
+			close(lk->fd); /* the parent's connections */
+		free(lk->tx);
+		srn_list_del(&lk->link);
+		srn_list_del(&lk->hlink);
+	}
+	srn_cm.idle_links = 0;
 	srn_cm.npending = 0;
 	if (srn_cm.epfd >= 0)
 		close(srn_cm.epfd);

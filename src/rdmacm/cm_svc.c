@@ -6,11 +6,14 @@
  * (port SOFTRNIC_CM_PORT, default 4790, SO_REUSEPORT so that every
  * listening process of the host has one; open while this process has a
  * listening id), connections accepted there whose REQ is not read yet,
- * every id's CM connection, and each listening id's hand-off socket (the
+ * every CM link (cm_link.c), and each listening id's hand-off socket (the
  * abstract unix datagram socket "softrnic/cm/<ps>/<port>").
  *
  * The kernel gives an incoming connection to any of the processes
- * listening on the CM port. That process reads the REQ; when it does not
+ * listening on the CM port. That process reads the first REQ (and not a
+ * byte more: the link's later REQs stay in the socket for whoever takes
+ * it) and, when it listens on the rdma_cm port the REQ names, makes the
+ * connection a CM link of its own; when it does not
  * listen on the rdma_cm port the REQ names, it passes the connection's fd
  * with the REQ to the port's hand-off socket (SCM_RIGHTS), or answers REJ
  * (invalid service id) when nobody does. The receiver takes hand-offs
@@ -46,11 +49,20 @@ struct srn_cm_pend {
 	bool local; /* handed to this process: its port is ours */
 };
 
-static const struct srn_cm_up_ops *srn_cm_up;
+static const struct srn_cm_svc_up_ops *srn_cm_up;
 
-void srn_cm_svc_set_up(const struct srn_cm_up_ops *ops)
+void srn_cm_svc_set_up(const struct srn_cm_svc_up_ops *ops)
 {
 	srn_cm_up = ops;
+}
+
+/* Wakes the CM thread to look at its timers again (a link went idle). */
+void srn_cm_svc_kick(void)
+{
+	uint64_t one = 1;
+
+	if (srn_cm.kick_fd >= 0 && write(srn_cm.kick_fd, &one, sizeof(one)) < 0)
+		srn_dbg("rdmacm: CM thread kick: %s", strerror(errno));
 }
 
 uint16_t srn_cm_service_port(void)
@@ -78,14 +90,6 @@ static int srn_cm_write(int fd, const struct srn_cm_msg *m)
 	return n < 0 ? -errno : -EIO; /* a fresh socket takes 256 bytes */
 }
 
-/* Sends m on cid's connection (under srn_cm.lock). */
-int srn_cm_send(struct srn_cm_id *cid, struct srn_cm_msg *m)
-{
-	if (cid->fd < 0)
-		return -ENOTCONN;
-	return srn_cm_write(cid->fd, m);
-}
-
 int srn_cm_epoll_add(int fd, uint64_t serial, enum srn_cm_ep_kind k,
 		     uint32_t events)
 {
@@ -96,17 +100,6 @@ int srn_cm_epoll_add(int fd, uint64_t serial, enum srn_cm_ep_kind k,
 		return ret;
 	ev.data.u64 = serial << 2 | k;
 	return epoll_ctl(srn_cm.epfd, EPOLL_CTL_ADD, fd, &ev) ? -errno : 0;
-}
-
-void srn_cm_close_conn(struct srn_cm_id *cid)
-{
-	if (cid->fd < 0)
-		return;
-	epoll_ctl(srn_cm.epfd, EPOLL_CTL_DEL, cid->fd, NULL);
-	close(cid->fd);
-	cid->fd = -1;
-	cid->rx_len = 0;
-	cid->dialing = false;
 }
 
 /* SO_REUSEPORT when share; SO_REUSEADDR always (the connections of an
@@ -224,14 +217,28 @@ void srn_cm_listen_put(void)
 	srn_cm.listeners--;
 }
 
-static void srn_cm_reject_fd(int fd, uint16_t reason)
+/* Answers the REQ req on an accepted stream fd with a REJ, and closes it
+ * (REQs the peer sent after it on that link are lost with it: the peer
+ * dials again for them). */
+static void srn_cm_reject_fd(int fd, const struct srn_cm_msg *req,
+			     uint16_t reason)
 {
 	struct srn_cm_msg m;
 
 	srn_cm_msg_init(&m, SRN_CM_REJ);
 	m.reason = htobe16(reason);
+	m.remote_id = req->local_id;
 	srn_cm_write(fd, &m);
 	close(fd);
+}
+
+/* Nobody listens on the port the first REQ m of stream fd names: the REJ
+ * (invalid service id), and the stream stays a link that answers the
+ * REQs its peer sent behind m alike, so they need no dial each. */
+static void srn_cm_refuse_fd(int fd, const struct srn_cm_msg *m)
+{
+	if (srn_cm_up->on_stream(NULL, fd, m))
+		srn_cm_reject_fd(fd, m, SRN_CM_REJ_INVALID_SERVICE_ID);
 }
 
 /*
@@ -293,8 +300,8 @@ static int srn_cm_dispatch_req(int fd, const struct srn_cm_msg *m,
 	}
 	lid = srn_cm_listener_find(be16toh(m->ps), be16toh(m->dst_port));
 	if (lid) {
-		if (srn_cm_up->on_req(lid, fd, m))
-			srn_cm_reject_fd(fd, SRN_CM_REJ_CONSUMER_DEFINED);
+		if (srn_cm_up->on_stream(lid, fd, m))
+			srn_cm_reject_fd(fd, m, SRN_CM_REJ_CONSUMER_DEFINED);
 		return 0;
 	}
 	ret = srn_cm_handoff(fd, m);
@@ -303,7 +310,7 @@ static int srn_cm_dispatch_req(int fd, const struct srn_cm_msg *m,
 	srn_dbg("rdmacm: REQ for port %u handed off: %s", be16toh(m->dst_port),
 		strerror(-ret));
 	if (ret == -ECONNREFUSED)
-		srn_cm_reject_fd(fd, SRN_CM_REJ_INVALID_SERVICE_ID);
+		srn_cm_refuse_fd(fd, m);
 	else
 		close(fd); /* handed off, or the active side dials again */
 	return 0;
@@ -319,13 +326,13 @@ static int srn_cm_dispatch_local(int fd, const struct srn_cm_msg *m,
 
 	lid = srn_cm_listener_find(be16toh(m->ps), be16toh(m->dst_port));
 	if (lid) {
-		if (srn_cm_up->on_req(lid, fd, m))
-			srn_cm_reject_fd(fd, SRN_CM_REJ_CONSUMER_DEFINED);
+		if (srn_cm_up->on_stream(lid, fd, m))
+			srn_cm_reject_fd(fd, m, SRN_CM_REJ_CONSUMER_DEFINED);
 		return 0;
 	}
 	if (!last_try)
 		return -EAGAIN;
-	srn_cm_reject_fd(fd, SRN_CM_REJ_INVALID_SERVICE_ID);
+	srn_cm_refuse_fd(fd, m);
 	return 0;
 }
 
@@ -553,7 +560,7 @@ static void srn_cm_park_local(int fd, const struct srn_cm_msg *m)
 
 	if (srn_cm.npending >= SRN_CM_PEND_MAX ||
 	    !(p = srn_cm_zalloc(sizeof(*p)))) {
-		srn_cm_reject_fd(fd, SRN_CM_REJ_INVALID_SERVICE_ID);
+		srn_cm_refuse_fd(fd, m);
 		return;
 	}
 	p->fd = fd;
@@ -608,70 +615,8 @@ static void srn_cm_on_unix(int ufd, struct srn_cm_id *lid)
 		close(fd);
 	else if (lid->state != SRN_CMS_LISTEN) /* bound, not listening yet */
 		srn_cm_park_local(fd, &u.m);
-	else if (srn_cm_up->on_req(lid, fd, &u.m))
-		srn_cm_reject_fd(fd, SRN_CM_REJ_CONSUMER_DEFINED);
-}
-
-/* Reads what arrived on an id's CM connection; whole messages go to
- * cm_conn.c, a closed or broken connection too. */
-/* Bytes from cid's connection, a whole message handled as soon as it is
- * complete (cid->rx keeps a partial one). False once the connection went. */
-static bool srn_cm_conn_feed(struct srn_cm_id *cid, const uint8_t *b, size_t n)
-{
-	struct srn_cm_msg m;
-
-	while (n && cid->fd >= 0) {
-		size_t k = sizeof(cid->rx) - cid->rx_len;
-
-		if (k > n)
-			k = n;
-		memcpy(cid->rx + cid->rx_len, b, k);
-		cid->rx_len += k;
-		b += k;
-		n -= k;
-		if (cid->rx_len < sizeof(cid->rx))
-			break;
-		cid->rx_len = 0;
-		memcpy(&m, cid->rx, sizeof(m));
-		if (srn_cm_msg_check(&m, sizeof(m))) {
-			srn_cm_up->on_lost(cid, -EPROTO);
-			return false;
-		}
-		srn_cm_up->on_msg(cid, &m);
-	}
-	return cid->fd >= 0;
-}
-
-/*
- * Reads what arrived on an id's CM connection; whole messages go to
- * cm_conn.c, a closed or broken connection too. A read that returns less
- * than it asked for has emptied the socket: no second read only to be
- * told EAGAIN (the set is level-triggered: more data, or the peer's
- * close, is reported again).
- */
-static void srn_cm_on_conn(struct srn_cm_id *cid, uint32_t events)
-{
-	uint8_t buf[4 * sizeof(struct srn_cm_msg)];
-	ssize_t n;
-
-	if (cid->dialing) {
-		srn_cm_up->on_connected(cid);
-		return;
-	}
-	while (cid->fd >= 0) {
-		n = recv(cid->fd, buf, sizeof(buf), MSG_DONTWAIT);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN)
-			return;
-		if (n <= 0) {
-			srn_cm_up->on_lost(cid, n < 0 ? -errno : -ECONNRESET);
-			return;
-		}
-		if (!srn_cm_conn_feed(cid, buf, (size_t)n) ||
-		    (size_t)n < sizeof(buf))
-			return;
-	}
+	else if (srn_cm_up->on_stream(lid, fd, &u.m))
+		srn_cm_reject_fd(fd, &u.m, SRN_CM_REJ_CONSUMER_DEFINED);
 }
 
 /* The kick eventfd: reset it; the tick after the events does the rest. */
@@ -705,9 +650,7 @@ static void srn_cm_handle(uint64_t data, uint32_t events)
 			srn_cm_on_unix(cid->unix_fd, cid);
 		return;
 	default:
-		cid = srn_cm_id_find(data >> 2);
-		if (cid && cid->fd >= 0)
-			srn_cm_on_conn(cid, events);
+		srn_cm_up->on_link(data >> 2, events);
 	}
 }
 
@@ -724,7 +667,7 @@ static uint64_t srn_cm_tick_period_ns(void)
  * at each event made connection setup quadratic. Under srn_cm.lock. */
 static void srn_cm_tick(uint64_t now_ns)
 {
-	if (!srn_cm.redials && !srn_cm.timed)
+	if (!srn_cm.redials && !srn_cm.timed && !srn_cm.idle_links)
 		return;
 	if (now_ns - srn_cm.tick_ns < srn_cm_tick_period_ns())
 		return;
@@ -740,7 +683,7 @@ static int srn_cm_wait_ms(int parked, uint64_t now_ns)
 {
 	if (parked || srn_cm.accept_paused)
 		return SRN_CM_PARK_POLL_MS;
-	if (srn_cm.redials || srn_cm.timed) {
+	if (srn_cm.redials || srn_cm.timed || srn_cm.idle_links) {
 		uint64_t due = srn_cm.tick_ns + srn_cm_tick_period_ns();
 
 		return due > now_ns ? (int)((due - now_ns + 999999) / 1000000) :

@@ -60,6 +60,8 @@ static void good(struct srn_cm_msg *m, unsigned int type, uint16_t port)
 	m->qp_type = SRN_CM_QPT_RC;
 	m->retry_count = m->rnr_retry_count = 7;
 	m->pdata_len = srn_cm_pdata_max(type, SRN_CM_PS_STREAM);
+	m->local_id = htobe32(0x1234);
+	m->remote_id = type == SRN_CM_REQ ? 0 : htobe32(0x5678);
 }
 
 /* An accepted message has every field in range. */
@@ -69,7 +71,31 @@ static int in_range(const struct srn_cm_msg *m)
 	       m->pdata_len <= SRN_CM_PDATA_MAX &&
 	       m->pdata_len <= srn_cm_pdata_max(m->type, be16toh(m->ps)) &&
 	       be32toh(m->qpn) <= 0xffffff && be32toh(m->psn) <= 0xffffff &&
-	       m->retry_count <= 7 && m->rnr_retry_count <= 7;
+	       m->retry_count <= 7 && m->rnr_retry_count <= 7 &&
+	       (m->type == SRN_CM_REQ ? m->local_id && !m->remote_id :
+					m->local_id || m->type == SRN_CM_REJ);
+}
+
+/* Communication ids: a REQ names its sender and no receiver; every other
+ * message its sender, but for the service's REJ (no id of its own). */
+static int t_check_ids(const struct srn_cm_msg *g)
+{
+	struct srn_cm_msg m = *g;
+
+	m.remote_id = htobe32(1);
+	CHECK(srn_cm_msg_check(&m, sizeof(m)));
+	m = *g, m.local_id = 0;
+	CHECK(srn_cm_msg_check(&m, sizeof(m)));
+	good(&m, SRN_CM_RTU, 7174);
+	m.local_id = 0;
+	CHECK(srn_cm_msg_check(&m, sizeof(m)));
+	good(&m, SRN_CM_GONE, 7174);
+	m.remote_id = 0; /* a GONE before the peer's id was heard */
+	CHECK(!srn_cm_msg_check(&m, sizeof(m)));
+	good(&m, SRN_CM_REJ, 7174);
+	m.local_id = 0;
+	CHECK(!srn_cm_msg_check(&m, sizeof(m)));
+	return 0;
 }
 
 /* SIDR: a UD REQ of the UDP and IPoIB port spaces, 180 bytes at most */
@@ -124,14 +150,15 @@ static int t_check(void)
 	CHECK(srn_cm_msg_check(&m, sizeof(m)));
 	m = g, m.ps = htobe16(0x0003);
 	CHECK(srn_cm_msg_check(&m, sizeof(m)));
+	CHECK(!t_check_ids(&g));
 	CHECK(!t_check_sidr(&g));
 	for (i = 0; i < 2000000; i++) {
 		uint8_t *b = (uint8_t *)&m;
 
 		if (i & 1) { /* a good message with a few bytes changed */
-			good(&m, 1 + next_rand() % 6, 7174);
+			good(&m, 1 + next_rand() % (SRN_CM_MSG_NR - 1), 7174);
 			for (int k = 0; k < 3; k++)
-				b[next_rand() % 48] = (uint8_t)next_rand();
+				b[next_rand() % 64] = (uint8_t)next_rand();
 		} else {
 			for (size_t k = 0; k < sizeof(m); k++)
 				b[k] = (uint8_t)next_rand();
@@ -215,7 +242,8 @@ static int hostile(uint16_t port, struct rdma_event_channel *ch)
 	m.pdata_len = 0;
 	fd = send_raw(&m, sizeof(m));
 	CHECK(answer(fd, &r) == sizeof(r) && r.type == SRN_CM_REJ &&
-	      be16toh(r.reason) == SRN_CM_REJ_INVALID_SERVICE_ID);
+	      be16toh(r.reason) == SRN_CM_REJ_INVALID_SERVICE_ID &&
+	      r.remote_id == m.local_id);
 	close(fd);
 	/* a good REQ, then garbage on the same connection: the listener
 	 * reports the request; the connection is dropped at the garbage */
