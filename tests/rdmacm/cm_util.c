@@ -179,3 +179,43 @@ int send_one(struct side *srv, struct side *cli)
 	rdma_dereg_mr(smr);
 	return 0;
 }
+
+int cm_run_cases(const struct cm_case *cases, size_t n, int argc, char **argv)
+{
+	int ran = 0;
+
+	setvbuf(stdout, NULL, _IONBF, 0);
+	for (size_t i = 0; i < n; i++) {
+		int before = failures;
+
+		if (argc > 1 && strcmp(argv[1], cases[i].name))
+			continue;
+		ran++;
+		cases[i].fn();
+		printf("%s %s\n", failures == before ? "ok  " : "FAIL",
+		       cases[i].name);
+	}
+	if (!ran) {
+		fprintf(stderr, "no case named %s\n", argv[1]);
+		return 2;
+	}
+	return failures ? 1 : 0;
+}
+
+/* A listener's side of one connection: the request accepted (srv->child,
+ * with a QP), established, then disconnected by the client. 0, or 1. */
+int serve_one(struct side *srv)
+{
+	struct rdma_cm_event *ev;
+
+	ev = next_event(srv->ch, RDMA_CM_EVENT_CONNECT_REQUEST);
+	if (!ev)
+		return 1;
+	srv->child = ev->id;
+	rdma_ack_cm_event(ev);
+	if (make_qp(srv->child) || rdma_accept(srv->child, NULL) ||
+	    expect(srv->ch, RDMA_CM_EVENT_ESTABLISHED) ||
+	    expect(srv->ch, RDMA_CM_EVENT_DISCONNECTED))
+		return 1;
+	return 0;
+}

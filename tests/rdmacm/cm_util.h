@@ -7,6 +7,7 @@
 #define SRN_TEST_CM_UTIL_H
 
 #include <netinet/in.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <rdma/rdma_cma.h>
 #include <rdma/rdma_verbs.h>
@@ -46,5 +47,14 @@ int make_qp(struct rdma_cm_id *id);
 void teardown(struct side *s);
 int request(struct side *srv, struct side *cli, int ctx_tag);
 int send_one(struct side *srv, struct side *cli);
+int serve_one(struct side *srv);
+
+/* A test case; cm_run_cases runs every one, or the one argv[1] names,
+ * and says ok or FAIL for each: the exit status. */
+struct cm_case {
+	const char *name;
+	int (*fn)(void);
+};
+int cm_run_cases(const struct cm_case *cases, size_t n, int argc, char **argv);
 
 #endif

@@ -430,7 +430,6 @@ static int t_migrate(void)
 static int handoff_child(uint16_t port, int n, int ready_fd)
 {
 	struct side srv = { 0 };
-	struct rdma_cm_event *ev;
 	int tag = 0;
 
 	if (listen_on(&srv, port, &tag))
@@ -438,14 +437,7 @@ static int handoff_child(uint16_t port, int n, int ready_fd)
 	if (write(ready_fd, "x", 1) != 1)
 		return 1;
 	for (int i = 0; i < n; i++) {
-		ev = next_event(srv.ch, RDMA_CM_EVENT_CONNECT_REQUEST);
-		if (!ev)
-			return 1;
-		srv.child = ev->id;
-		rdma_ack_cm_event(ev);
-		if (make_qp(srv.child) || rdma_accept(srv.child, NULL) ||
-		    expect(srv.ch, RDMA_CM_EVENT_ESTABLISHED) ||
-		    expect(srv.ch, RDMA_CM_EVENT_DISCONNECTED))
+		if (serve_one(&srv))
 			return 1;
 		rdma_destroy_qp(srv.child);
 		rdma_destroy_id(srv.child);
@@ -1071,10 +1063,7 @@ static int t_mcast(void)
 	return 0;
 }
 
-static const struct {
-	const char *name;
-	int (*fn)(void);
-} cases[] = {
+static const struct cm_case cases[] = {
 	{ "nobody", t_nobody }, /* first: no CM listener in this process */
 	{ "nonblock", t_nonblock },
 	{ "destroy_waits", t_destroy_waits },
@@ -1098,22 +1087,6 @@ static const struct {
 
 int main(int argc, char **argv)
 {
-	int ran = 0;
-
-	setvbuf(stdout, NULL, _IONBF, 0);
-	for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		int before = failures;
-
-		if (argc > 1 && strcmp(argv[1], cases[i].name))
-			continue;
-		ran++;
-		cases[i].fn();
-		printf("%s %s\n", failures == before ? "ok  " : "FAIL",
-		       cases[i].name);
-	}
-	if (!ran) {
-		fprintf(stderr, "no case named %s\n", argv[1]);
-		return 2;
-	}
-	return failures ? 1 : 0;
+	return cm_run_cases(cases, sizeof(cases) / sizeof(cases[0]), argc,
+			    argv);
 }

@@ -237,21 +237,13 @@ static int t_link_isolation(void)
 static int not_here_child(uint16_t port, int ready_fd)
 {
 	struct side srv = { 0 };
-	struct rdma_cm_event *ev;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed parent leaves none */
 	if (listen_on(&srv, port, NULL))
 		return 1;
 	if (write(ready_fd, "x", 1) != 1)
 		return 1;
-	ev = next_event(srv.ch, RDMA_CM_EVENT_CONNECT_REQUEST);
-	if (!ev)
-		return 1;
-	srv.child = ev->id;
-	rdma_ack_cm_event(ev);
-	if (make_qp(srv.child) || rdma_accept(srv.child, NULL) ||
-	    expect(srv.ch, RDMA_CM_EVENT_ESTABLISHED) ||
-	    expect(srv.ch, RDMA_CM_EVENT_DISCONNECTED))
+	if (serve_one(&srv))
 		return 1;
 	teardown(&srv);
 	if (write(ready_fd, "x", 1) != 1)
@@ -339,10 +331,7 @@ static int t_nobody_many(void)
 	return 0;
 }
 
-static const struct {
-	const char *name;
-	int (*fn)(void);
-} cases[] = {
+static const struct cm_case cases[] = {
 	{ "link_isolation", t_link_isolation }, /* first: see above */
 	{ "not_here", t_not_here },
 	{ "nobody_many", t_nobody_many },
@@ -351,22 +340,6 @@ static const struct {
 
 int main(int argc, char **argv)
 {
-	int ran = 0;
-
-	setvbuf(stdout, NULL, _IONBF, 0);
-	for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		int before = failures;
-
-		if (argc > 1 && strcmp(argv[1], cases[i].name))
-			continue;
-		ran++;
-		cases[i].fn();
-		printf("%s %s\n", failures == before ? "ok  " : "FAIL",
-		       cases[i].name);
-	}
-	if (!ran) {
-		fprintf(stderr, "no case named %s\n", argv[1]);
-		return 2;
-	}
-	return failures ? 1 : 0;
+	return cm_run_cases(cases, sizeof(cases) / sizeof(cases[0]), argc,
+			    argv);
 }
