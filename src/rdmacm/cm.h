@@ -185,6 +185,7 @@ struct srn_cm_global {
 	struct srn_list links; /* struct srn_cm_link */
 	struct srn_list link_hash[SRN_CM_LINK_BUCKETS]; /* by serial */
 	unsigned int idle_links; /* links without ids (at most) */
+	unsigned int refusing; /* links kept to refuse REQs (cm_link.c) */
 	unsigned int npending;
 	unsigned int redials; /* ids waiting to dial again (at most) */
 	unsigned int timed; /* ids with a CM timer running (at most) */
@@ -233,6 +234,7 @@ enum srn_cm_ep_kind {
 #define SRN_CM_LINK_IDLE_MS 1000 /* a link we dialed, without ids, closes */
 #define SRN_CM_LINK_IDLE_PASSIVE_MS 3000 /* one we accepted (later) */
 #define SRN_CM_LINK_TX_MAX (16u << 20) /* bytes a link may queue */
+#define SRN_CM_REFUSING_MAX 64 /* refusing links a process keeps */
 /* RTR's min_rnr_timer: 0 (655.36 ms), what the kernel's IB CM gives RC and
  * XRC TGT QPs, so that a receiver late by a scheduling delay is retried,
  * not failed with RNR_RETRY_EXC_ERR after a few ms */

@@ -613,7 +613,7 @@ static void srn_cm_atfork_child(void)
 		srn_list_del(&lk->link);
 		srn_list_del(&lk->hlink);
 	}
-	srn_cm.idle_links = 0;
+	srn_cm.idle_links = srn_cm.refusing = 0;
 	srn_cm.npending = 0;
 	if (srn_cm.epfd >= 0)
 		close(srn_cm.epfd);

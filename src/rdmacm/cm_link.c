@@ -90,6 +90,8 @@ static void srn_cm_link_free(struct srn_cm_link *lk)
 {
 	if (lk->idle_ns)
 		srn_cm.idle_links--;
+	if (lk->refusing)
+		srn_cm.refusing--;
 	srn_list_del(&lk->link);
 	srn_list_del(&lk->hlink);
 	free(lk->tx);
@@ -513,6 +515,12 @@ static void srn_cm_link_msg(struct srn_cm_link *lk, const struct srn_cm_msg *m)
 		srn_cm_link_on_req(lk, m);
 		return;
 	}
+	if (m->type == SRN_CM_REJ &&
+	    (be16toh(m->reason) == SRN_CM_REJ_NOT_HERE ||
+	     be16toh(m->reason) == SRN_CM_REJ_INVALID_SERVICE_ID))
+		lk->stale = true; /* the port moved or has nobody: new REQs
+				   * dial again (also when the id it answers
+				   * is gone), to whoever serves it then */
 	cid = srn_cm_link_target(lk, m);
 	if (!cid) {
 		/* for an id of ours that has left (its GONE crossed this):
@@ -527,11 +535,6 @@ static void srn_cm_link_msg(struct srn_cm_link *lk, const struct srn_cm_msg *m)
 		cid->peer_comm = be32toh(m->local_id); /* 0: the service's */
 	if (srn_cm_ends(cid, m) && m->type != SRN_CM_DREQ)
 		cid->lk_quiet = true; /* its exchange ended with this */
-	if (m->type == SRN_CM_REJ &&
-	    (be16toh(m->reason) == SRN_CM_REJ_NOT_HERE ||
-	     be16toh(m->reason) == SRN_CM_REJ_INVALID_SERVICE_ID))
-		lk->stale = true; /* the port moved or has nobody: new REQs
-				   * dial again, to whoever serves it then */
 	if (m->type == SRN_CM_GONE)
 		srn_cm_lup->on_lost(cid, -ECONNRESET);
 	else
@@ -626,6 +629,11 @@ static int srn_cm_link_on_stream(struct srn_cm_id *lid, int fd,
 	socklen_t sl;
 	int one = 1;
 
+	/* the host daemon keeps no stream after its REQ; a process keeps a
+	 * few refused ones (each closes SRN_CM_PARK_MS after it came) */
+	if (!lid &&
+	    (srn_hostd_mode() || srn_cm.refusing >= SRN_CM_REFUSING_MAX))
+		return -EBUSY;
 	lk = srn_cm_link_new(fd, false);
 	if (!lk)
 		return -ENOMEM;
@@ -643,6 +651,7 @@ static int srn_cm_link_on_stream(struct srn_cm_id *lid, int fd,
 		memset(&lk->peer_sa, 0, sizeof(lk->peer_sa));
 	if (!lid) { /* nobody listens on its port: REJ, and to those behind */
 		lk->refusing = true;
+		srn_cm.refusing++;
 		srn_cm_link_reply(lk, m, SRN_CM_REJ,
 				  SRN_CM_REJ_INVALID_SERVICE_ID, 0);
 	} else if (srn_cm_lup->on_req(lid, lk, m)) {
@@ -662,8 +671,9 @@ static void srn_cm_link_tick(uint64_t now_ns)
 	if (srn_cm.idle_links) {
 		srn_list_for_each_safe(pos, tmp, &srn_cm.links) {
 			lk = srn_list_entry(pos, struct srn_cm_link, link);
-			ms = lk->active ? SRN_CM_LINK_IDLE_MS :
-					  SRN_CM_LINK_IDLE_PASSIVE_MS;
+			ms = lk->active	  ? SRN_CM_LINK_IDLE_MS :
+			     lk->refusing ? SRN_CM_PARK_MS :
+					    SRN_CM_LINK_IDLE_PASSIVE_MS;
 			if (!lk->idle_ns || lk->busy ||
 			    now_ns - lk->idle_ns < ms * 1000000ull)
 				continue;

@@ -331,10 +331,77 @@ static int t_nobody_many(void)
 	return 0;
 }
 
+/* Is the peer's end of fd closed (EOF)? Waits up to ms for a byte. */
+static int peer_closed(int fd, int ms)
+{
+	struct pollfd pf = { .fd = fd, .events = POLLIN };
+	ssize_t n;
+	char c;
+
+	if (poll(&pf, 1, ms) != 1)
+		return 0;
+	n = recv(fd, &c, 1, MSG_DONTWAIT); /* EOF, or a reset (our REQ
+					    * after the close) */
+	return n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR);
+}
+
+/* A second REQ (id 78) on fd: answered with a REJ (the stream was kept as
+ * a refusing link), or not (closed)? */
+static int second_rej(int fd, uint16_t port)
+{
+	struct pollfd pf = { .fd = fd, .events = POLLIN };
+	struct srn_cm_msg m;
+
+	raw_msg(&m, SRN_CM_REQ, 78, 0);
+	m.dst_port = htobe16(port);
+	m.retry_count = m.rnr_retry_count = 7;
+	if (send(fd, &m, sizeof(m), MSG_NOSIGNAL) != sizeof(m) ||
+	    poll(&pf, 1, 2000) != 1 ||
+	    recv(fd, &m, sizeof(m), MSG_WAITALL) != sizeof(m))
+		return 0;
+	return m.type == SRN_CM_REJ && be32toh(m.remote_id) == 78;
+}
+
+/*
+ * Streams whose REQ found nobody listening are kept to answer the REQs
+ * behind theirs, but at most 64 at a time (SRN_CM_REFUSING_MAX) and each
+ * for about SRN_CM_PARK_MS: 100 such streams each get their REJ, at most
+ * 64 of them answer a second REQ, and all are closed soon.
+ */
+static int t_refusing_cap(void)
+{
+	struct side mine = { 0 };
+	uint16_t port = 20000 + (getpid() + 4000) % 10000;
+	struct srn_cm_msg r;
+	int fd[100], kept = 0, i, tag = 0;
+
+	CHECK(!listen_on(&mine, 0, &tag)); /* our CM port is open */
+	for (i = 0; i < 100; i++) {
+		fd[i] = raw_peer(port);
+		CHECK(fd[i] >= 0);
+	}
+	for (i = 0; i < 100; i++) {
+		CHECK(recv(fd[i], &r, sizeof(r), MSG_WAITALL) == sizeof(r));
+		CHECK(r.type == SRN_CM_REJ && be16toh(r.reason) == 8 &&
+		      be32toh(r.remote_id) == 77);
+	}
+	for (i = 0; i < 100; i++)
+		kept += second_rej(fd[i], port);
+	fprintf(stderr, "refusing_cap: %d of 100 kept\n", kept);
+	CHECK(kept <= 64);
+	for (i = 0; i < 100; i++) {
+		CHECK(peer_closed(fd[i], 10000));
+		close(fd[i]);
+	}
+	teardown(&mine);
+	return 0;
+}
+
 static const struct cm_case cases[] = {
 	{ "link_isolation", t_link_isolation }, /* first: see above */
 	{ "not_here", t_not_here },
 	{ "nobody_many", t_nobody_many },
+	{ "refusing_cap", t_refusing_cap },
 	{ "links", t_links },
 };
 
