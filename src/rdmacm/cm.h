@@ -145,6 +145,7 @@ struct srn_cm_link {
 	bool refusing; /* accepted for a REQ nobody listened for */
 	bool dead; /* lost or closed: sends fail, ids leave */
 	bool busy; /* its reader runs: the reader frees it if dead */
+	bool corked; /* its reader runs: sends wait in tx until it is done */
 	uint32_t ev_mask; /* the events epoll watches for it */
 	struct sockaddr_storage dst; /* active: the CM port dialed */
 	uint16_t ps, port; /* active: the rdma_cm port space and port */

@@ -150,7 +150,7 @@ static void srn_cm_link_events(struct srn_cm_link *lk)
 
 	ev.events = lk->dialing ? EPOLLOUT :
 				  EPOLLIN | (lk->tx_len ? EPOLLOUT : 0);
-	if (lk->fd < 0 || ev.events == lk->ev_mask)
+	if (lk->fd < 0 || lk->corked || ev.events == lk->ev_mask)
 		return;
 	if (!epoll_ctl(srn_cm.epfd, EPOLL_CTL_MOD, lk->fd, &ev))
 		lk->ev_mask = ev.events;
@@ -195,6 +195,11 @@ static void srn_cm_link_flush(struct srn_cm_link *lk)
 		lk->tx_len -= (size_t)n;
 		memmove(lk->tx, lk->tx + n, lk->tx_len);
 	}
+	if (!lk->tx_len && lk->tx) { /* an idle link holds no buffer */
+		free(lk->tx);
+		lk->tx = NULL;
+		lk->tx_cap = 0;
+	}
 	srn_cm_link_events(lk);
 }
 
@@ -214,7 +219,7 @@ static int srn_cm_link_write(struct srn_cm_link *lk, const struct srn_cm_msg *m)
 
 	if (lk->dead)
 		return -ENOTCONN;
-	if (!lk->tx_len && !lk->dialing) {
+	if (!lk->tx_len && !lk->dialing && !lk->corked) {
 		do
 			n = send(lk->fd, b, len, MSG_NOSIGNAL | MSG_DONTWAIT);
 		while (n < 0 && errno == EINTR);
@@ -609,8 +614,14 @@ static void srn_cm_link_on_event(uint64_t serial, uint32_t events)
 	} else {
 		if (events & EPOLLOUT)
 			srn_cm_link_flush(lk);
-		if (events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+		if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+			/* the answers to what one read brought (DREPs of a
+			 * burst of DREQs) leave in one send */
+			lk->corked = true;
 			srn_cm_link_on_in(lk);
+			lk->corked = false;
+			srn_cm_link_flush(lk);
+		}
 	}
 	lk->busy = false;
 	srn_cm_link_reap(lk);
