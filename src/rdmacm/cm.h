@@ -155,8 +155,8 @@ struct srn_cm_link {
 	uint64_t idle_ns; /* no ids since then (0: it has some) */
 	size_t rx_len; /* bytes of a partial message in rx */
 	uint8_t rx[SRN_CM_MSG_SIZE] __attribute__((aligned(8)));
-	uint8_t *tx; /* bytes the socket did not take yet */
-	size_t tx_len, tx_cap;
+	uint8_t *tx; /* tx_len bytes from tx_off: the socket's next ones */
+	size_t tx_off, tx_len, tx_cap;
 };
 
 /* A multicast group an id joined (rdma_join_multicast). */
@@ -241,6 +241,14 @@ enum srn_cm_ep_kind {
  * not failed with RNR_RETRY_EXC_ERR after a few ms */
 #define SRN_CM_MIN_RNR_TIMER 0
 #define SRN_CM_DEF_TIMEOUT 14
+
+/* The port field (network order) of an IPv4 or IPv6 address. */
+static inline uint16_t *srn_cm_port_of(struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET6)
+		return &((struct sockaddr_in6 *)sa)->sin6_port;
+	return &((struct sockaddr_in *)sa)->sin_port;
+}
 
 /* cm_core.c */
 void srn_cm_set_state(struct srn_cm_id *cid, enum srn_cm_state next);

@@ -155,13 +155,6 @@ static int srn_cm_addr_len(const struct sockaddr *sa)
 	return -EAFNOSUPPORT;
 }
 
-static uint16_t *srn_cm_port_of(struct sockaddr *sa)
-{
-	if (sa->sa_family == AF_INET6)
-		return &((struct sockaddr_in6 *)sa)->sin6_port;
-	return &((struct sockaddr_in *)sa)->sin_port;
-}
-
 static bool srn_cm_addr_any(const struct sockaddr *sa)
 {
 	if (sa->sa_family == AF_INET)

@@ -163,7 +163,11 @@ static int srn_cm_link_queue(struct srn_cm_link *lk, const uint8_t *b,
 	size_t cap = lk->tx_cap ? lk->tx_cap : 4096;
 	uint8_t *n;
 
-	while (cap < lk->tx_len + len)
+	if (lk->tx_off && lk->tx_off + lk->tx_len + len > lk->tx_cap) {
+		memmove(lk->tx, lk->tx + lk->tx_off, lk->tx_len);
+		lk->tx_off = 0; /* what was sent makes room, once */
+	}
+	while (cap < lk->tx_off + lk->tx_len + len)
 		cap *= 2;
 	if (cap > SRN_CM_LINK_TX_MAX)
 		return -ENOBUFS;
@@ -174,7 +178,7 @@ static int srn_cm_link_queue(struct srn_cm_link *lk, const uint8_t *b,
 		lk->tx = n;
 		lk->tx_cap = cap;
 	}
-	memcpy(lk->tx + lk->tx_len, b, len);
+	memcpy(lk->tx + lk->tx_off + lk->tx_len, b, len);
 	lk->tx_len += len;
 	srn_cm_link_events(lk);
 	return 0;
@@ -186,19 +190,19 @@ static void srn_cm_link_flush(struct srn_cm_link *lk)
 	ssize_t n;
 
 	while (lk->tx_len && lk->fd >= 0) {
-		n = send(lk->fd, lk->tx, lk->tx_len,
+		n = send(lk->fd, lk->tx + lk->tx_off, lk->tx_len,
 			 MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
 			break; /* EAGAIN: later; an error: the reader sees it */
+		lk->tx_off += (size_t)n;
 		lk->tx_len -= (size_t)n;
-		memmove(lk->tx, lk->tx + n, lk->tx_len);
 	}
 	if (!lk->tx_len && lk->tx) { /* an idle link holds no buffer */
 		free(lk->tx);
 		lk->tx = NULL;
-		lk->tx_cap = 0;
+		lk->tx_cap = lk->tx_off = 0;
 	}
 	srn_cm_link_events(lk);
 }
@@ -323,14 +327,11 @@ static socklen_t srn_cm_link_dst(const struct srn_cm_id *cid,
 	struct sockaddr *sa = (struct sockaddr *)ss;
 
 	memcpy(ss, &cid->id.route.addr.dst_storage, sizeof(*ss));
+	*srn_cm_port_of(sa) = htobe16(srn_cm_service_port());
 	if (sa->sa_family == AF_INET6) {
-		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
-
-		s6->sin6_port = htobe16(srn_cm_service_port());
-		s6->sin6_flowinfo = 0;
-		return sizeof(*s6);
+		((struct sockaddr_in6 *)ss)->sin6_flowinfo = 0;
+		return sizeof(struct sockaddr_in6);
 	}
-	((struct sockaddr_in *)ss)->sin_port = htobe16(srn_cm_service_port());
 	memset(((struct sockaddr_in *)ss)->sin_zero, 0,
 	       sizeof(((struct sockaddr_in *)ss)->sin_zero));
 	return sizeof(struct sockaddr_in);
@@ -401,11 +402,7 @@ int srn_cm_link_join(struct srn_cm_id *cid)
 	struct sockaddr_storage d;
 	socklen_t dlen = srn_cm_link_dst(cid, &d);
 	uint16_t ps = (uint16_t)cid->id.ps;
-	const struct sockaddr *dst = &cid->id.route.addr.dst_addr;
-	uint16_t port =
-		be16toh(dst->sa_family == AF_INET6 ?
-				((const struct sockaddr_in6 *)dst)->sin6_port :
-				((const struct sockaddr_in *)dst)->sin_port);
+	uint16_t port = be16toh(*srn_cm_port_of(&cid->id.route.addr.dst_addr));
 	struct srn_cm_link *lk = srn_cm_link_lookup(&d, dlen, ps, port);
 	int err;
 
