@@ -397,11 +397,66 @@ static int t_refusing_cap(void)
 	return 0;
 }
 
+/*
+ * A peer that sends and never reads: each of its messages (an RTU for an
+ * id that is not there) is answered, the answers pile up, and once more
+ * than SRN_CM_LINK_TX_MAX waits its link is shut down, instead of being
+ * kept (a queue without end) or thinned. Its connection request goes
+ * with it; a real connection is made afterwards.
+ */
+static int t_stalled_peer(void)
+{
+	struct side srv = { 0 }, cli = { 0 };
+	struct timeval tv = { .tv_sec = 10 };
+	struct pollfd pf = { .events = POLLIN };
+	struct rdma_cm_event *ev;
+	struct srn_cm_msg m[64];
+	long sent = 0, got = 0;
+	int fd, tag = 0, ended = 0;
+	char buf[65536];
+	ssize_t n;
+
+	CHECK(!listen_on(&srv, 0, &tag));
+	fd = raw_peer(srv.port);
+	CHECK(fd >= 0);
+	ev = next_event(srv.ch, RDMA_CM_EVENT_CONNECT_REQUEST);
+	CHECK(ev);
+	srv.child = ev->id;
+	rdma_ack_cm_event(ev);
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	for (int k = 0; k < 64; k++)
+		raw_msg(&m[k], SRN_CM_RTU, 77, 0x7fffff00u + k);
+	while (sent < 160000 &&
+	       send(fd, m, sizeof(m), MSG_NOSIGNAL) == sizeof(m))
+		sent += 64;
+	pf.fd = fd;
+	while (!ended && poll(&pf, 1, 10000) == 1) { /* EOF or reset */
+		n = recv(fd, buf, sizeof(buf), 0);
+		if (n > 0)
+			got += n;
+		else
+			ended = 1;
+	}
+	fprintf(stderr, "stalled_peer: %ld messages sent, %ld answers read\n",
+		sent, got / (long)sizeof(m[0]));
+	CHECK(ended);
+	CHECK(got < sent * (long)sizeof(m[0]));
+	close(fd);
+	teardown(&srv);
+	CHECK(!request(&srv, &cli, tag)); /* the CM still serves */
+	CHECK(!make_qp(srv.child) && !rdma_accept(srv.child, NULL));
+	CHECK(!expect(cli.ch, RDMA_CM_EVENT_ESTABLISHED));
+	teardown(&cli);
+	teardown(&srv);
+	return 0;
+}
+
 static const struct cm_case cases[] = {
 	{ "link_isolation", t_link_isolation }, /* first: see above */
 	{ "not_here", t_not_here },
 	{ "nobody_many", t_nobody_many },
 	{ "refusing_cap", t_refusing_cap },
+	{ "stalled_peer", t_stalled_peer },
 	{ "links", t_links },
 };
 
