@@ -14,6 +14,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
@@ -26,15 +27,65 @@
 pid_t srn_pid;
 uid_t srn_euid;
 
+/*
+ * What srn_self_kin remembers, for the whole process (connection set-up
+ * asks about one peer from several threads: the one at RTR, the progress
+ * thread that lets the peer attach): verdicts on peers for a second each,
+ * and this process's own credentials as /proc showed them after the last
+ * srn_self_refresh. Taken with a trylock only: a thread that finds it
+ * held works the verdict out itself, and so does a forked child whose
+ * parent held it at fork (the entries also name the pid that kept them).
+ */
+#define SRN_KIN_MEMO 16
+#define SRN_KIN_MEMO_NS 1000000000ull
+
+struct srn_kin_memo {
+	pid_t pid, self; /* self: srn_pid when it was kept (fork) */
+	uid_t uid;
+	bool kin;
+	uint64_t until_ns;
+};
+
+static struct {
+	pthread_mutex_t lock;
+	struct srn_kin_memo memo[SRN_KIN_MEMO];
+	unsigned next;
+	/* ours, read once per refresh: a credential dropped later (a lower
+	 * uid's, fewer capabilities) is judged as the one we had, which
+	 * only refuses more (srn_cred_may_trace: tracer's ids and
+	 * capabilities against ours) */
+	struct srn_cred cred;
+	pid_t cred_pid; /* srn_pid when cred was read; 0: none */
+} srn_kin = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static int srn_cred_read(pid_t pid, struct srn_cred *c);
+static int srn_ptrace_scope(void);
+
+/* Also reads our credentials (and Yama's scope) for srn_self_kin: a
+ * device list is made before any connection, which then needs not read
+ * them. */
 void srn_self_refresh(void)
+{
+	struct srn_cred c;
+	bool ok;
+
+	srn_pid = getpid();
+	srn_euid = geteuid();
+	ok = srn_cred_read(0, &c) == 0;
+	(void)srn_ptrace_scope();
+	if (pthread_mutex_trylock(&srn_kin.lock) == 0) {
+		srn_kin.cred = c;
+		srn_kin.cred_pid = ok ? srn_pid : 0; /* else when next asked */
+		pthread_mutex_unlock(&srn_kin.lock);
+	}
+}
+
+/* At load, only who we are: a program that never opens a device reads
+ * nothing of /proc. */
+__attribute__((constructor)) static void srn_self_init(void)
 {
 	srn_pid = getpid();
 	srn_euid = geteuid();
-}
-
-__attribute__((constructor)) static void srn_self_init(void)
-{
-	srn_self_refresh();
 }
 
 /* Yama's ptrace scope (0: classic rules; 1: descendants only; 2: admin
@@ -135,28 +186,24 @@ static bool srn_self_may_trace(pid_t pid)
 	return process_vm_readv(pid, &l, 1, &r, 1, 0) < 0 && errno == EFAULT;
 }
 
-/* A verdict kept per thread for a second: connection set-up asks about
- * the same peer several times (RTR, attach, each descriptor sent). */
-struct srn_kin_memo {
-	pid_t pid, self; /* self: srn_pid when it was kept (fork) */
-	uid_t uid;
-	bool kin;
-	uint64_t until_ns;
-};
-
-#define SRN_KIN_MEMO 8
-#define SRN_KIN_MEMO_NS 1000000000ull
-
 /* Sharing memory with pid gives neither side a right it lacked: each may
  * ptrace the other. This one's right over pid is asked of the kernel; pid's
  * over this one is worked out from what /proc says of both. */
-static bool srn_self_kin_eval(pid_t pid, uid_t uid)
+static bool srn_self_kin_eval(pid_t pid, uid_t uid, bool locked)
 {
 	struct srn_cred self, peer;
 
-	if (pid <= 0 || uid != srn_euid || !srn_self_may_trace(pid) ||
-	    srn_cred_read(0, &self) || srn_cred_read(pid, &peer) ||
-	    peer.uid[1] != (unsigned)uid)
+	if (pid <= 0 || uid != srn_euid || !srn_self_may_trace(pid))
+		return false;
+	if (locked && srn_kin.cred_pid == srn_pid) {
+		self = srn_kin.cred;
+	} else if (srn_cred_read(0, &self)) {
+		return false;
+	} else if (locked) {
+		srn_kin.cred = self;
+		srn_kin.cred_pid = srn_pid;
+	}
+	if (srn_cred_read(pid, &peer) || peer.uid[1] != (unsigned)uid)
 		return false;
 	return srn_cred_may_trace(&peer, &self, prctl(PR_GET_DUMPABLE) == 1,
 				  srn_ptrace_scope());
@@ -183,20 +230,32 @@ static bool srn_self_proc_ok(void)
  */
 bool srn_self_kin(pid_t pid, uid_t uid)
 {
-	static __thread struct srn_kin_memo memo[SRN_KIN_MEMO];
-	static __thread unsigned next;
+	bool locked = pthread_mutex_trylock(&srn_kin.lock) == 0;
 	uint64_t now = srn_now_ns();
+	struct srn_kin_memo *m;
 	bool kin;
 
-	if (pid == srn_pid && uid == srn_euid)
-		return true; /* ourselves */
-	for (unsigned i = 0; i < SRN_KIN_MEMO; i++)
-		if (memo[i].pid == pid && memo[i].uid == uid &&
-		    memo[i].self == srn_pid && memo[i].until_ns > now)
-			return memo[i].kin;
-	kin = srn_self_proc_ok() && srn_self_kin_eval(pid, uid);
-	memo[next] = (struct srn_kin_memo){ pid, srn_pid, uid, kin,
-					    now + SRN_KIN_MEMO_NS };
-	next = (next + 1) % SRN_KIN_MEMO;
+	if (pid == srn_pid && uid == srn_euid) {
+		kin = true; /* ourselves */
+		goto out;
+	}
+	for (unsigned i = 0; locked && i < SRN_KIN_MEMO; i++) {
+		m = &srn_kin.memo[i];
+		if (m->pid == pid && m->uid == uid && m->self == srn_pid &&
+		    m->until_ns > now) {
+			kin = m->kin;
+			goto out;
+		}
+	}
+	kin = srn_self_proc_ok() && srn_self_kin_eval(pid, uid, locked);
+	if (locked) {
+		srn_kin.memo[srn_kin.next] =
+			(struct srn_kin_memo){ pid, srn_pid, uid, kin,
+					       now + SRN_KIN_MEMO_NS };
+		srn_kin.next = (srn_kin.next + 1) % SRN_KIN_MEMO;
+	}
+out:
+	if (locked)
+		pthread_mutex_unlock(&srn_kin.lock);
 	return kin;
 }

@@ -3,18 +3,21 @@
  * Unit tests of the hardware blocks, linked against the library's objects:
  * receive rings, CQ rings (owner bits, overflow, arming), the key table and
  * its check order, the QP state table, the opcode table, the RNR timer,
- * the control socket's reading after a reset and the sharing of received
- * descriptors.
+ * the control socket's reading after a reset, the sharing of received
+ * descriptors and the kin verdicts' memo.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/cq_poll.h"
@@ -852,6 +855,64 @@ static void test_cred_may_trace(void)
 	CHECK(!srn_cred_may_trace(&e, &root, true, 0)); /* a user over root */
 }
 
+struct kin_ask {
+	pid_t pid;
+	bool kin;
+};
+
+static void *kin_thread(void *arg)
+{
+	struct kin_ask *a = arg;
+
+	a->kin = srn_self_kin(a->pid, srn_euid);
+	return NULL;
+}
+
+/* srn_self_kin in a thread of its own: the verdict it sees. */
+static bool kin_from_thread(pid_t pid)
+{
+	struct kin_ask a = { pid, false };
+	pthread_t t;
+
+	CHECK(pthread_create(&t, NULL, kin_thread, &a) == 0);
+	pthread_join(t, NULL);
+	return a.kin;
+}
+
+/*
+ * util/self.c keeps srn_self_kin's verdicts for a second, for the whole
+ * process: one thread's verdict on a peer serves the others (the RTR's
+ * and the progress thread's), a forked child keeps none of its parent's,
+ * and a verdict past its second is worked out again. Shown with a child
+ * process that is judged kin, then dies: its pid is still kin to the
+ * memo for the rest of the second, and only to the memo.
+ */
+static void test_kin_memo(void)
+{
+	pid_t child = fork(), probe;
+	int st = -1;
+
+	if (child == 0) {
+		pause();
+		_exit(0);
+	}
+	CHECK(child > 0);
+	srn_self_refresh();
+	CHECK(kin_from_thread(child)); /* our user's, dumpable */
+	kill(child, SIGKILL);
+	CHECK(waitpid(child, &st, 0) == child);
+	CHECK(kin_from_thread(child)); /* another thread: the memo */
+	probe = fork();
+	if (probe == 0) { /* a child of ours judges afresh */
+		srn_self_refresh();
+		_exit(srn_self_kin(child, srn_euid) ? 1 : 0);
+	}
+	CHECK(probe > 0 && waitpid(probe, &st, 0) == probe);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	usleep(1100 * 1000); /* past the memo's second */
+	CHECK(!kin_from_thread(child));
+}
+
 int main(void)
 {
 	test_rq_ring();
@@ -870,5 +931,6 @@ int main(void)
 	test_ctl_reset();
 	test_fdshare_slot();
 	test_cred_may_trace();
+	test_kin_memo();
 	return unit_summary();
 }
