@@ -14,9 +14,11 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -116,13 +118,91 @@ static int srn_ptrace_scope(void)
 
 #define SRN_CAP_SYS_PTRACE 19
 
+/* Parses n unsigned numbers (base) after the "Name:" prefix of a line of
+ * /proc/PID/status. */
+static bool srn_cred_field(const char *line, const char *name, int base,
+			   unsigned long long *v, unsigned n)
+{
+	size_t k = strlen(name);
+	char *end;
+
+	if (strncmp(line, name, k))
+		return false;
+	line += k;
+	for (unsigned i = 0; i < n; i++) {
+		errno = 0;
+		v[i] = strtoull(line, &end, base);
+		if (end == line || errno)
+			return false;
+		line = end;
+	}
+	return true;
+}
+
+/* One line of /proc/PID/status: the bits of what it gave (1 Uid, 2 Gid,
+ * 4 CapPrm, 8 CapEff). */
+static unsigned srn_cred_line(const char *line, struct srn_cred *c)
+{
+	unsigned long long v[3];
+
+	if (srn_cred_field(line, "Uid:", 10, v, 3)) {
+		for (int i = 0; i < 3; i++)
+			c->uid[i] = (unsigned)v[i];
+		return 1;
+	}
+	if (srn_cred_field(line, "Gid:", 10, v, 3)) {
+		for (int i = 0; i < 3; i++)
+			c->gid[i] = (unsigned)v[i];
+		return 2;
+	}
+	if (srn_cred_field(line, "CapPrm:", 16, &c->prm, 1))
+		return 4;
+	if (srn_cred_field(line, "CapEff:", 16, &c->eff, 1))
+		return 8;
+	return 0;
+}
+
+/* Reads fd's lines: the bits srn_cred_line found. A line longer than the
+ * buffer (Groups: of a user in many groups) is skipped. Plain reads, not
+ * stdio: a connection's first set-up waits for this. */
+static unsigned srn_cred_parse(int fd, struct srn_cred *c)
+{
+	char buf[2048];
+	size_t have = 0;
+	unsigned got = 0;
+	bool skip = false;
+	ssize_t n;
+
+	while (got != 15 &&
+	       (n = read(fd, buf + have, sizeof(buf) - 1 - have)) > 0) {
+		char *line = buf, *nl;
+
+		have += (size_t)n;
+		buf[have] = 0;
+		while ((nl = memchr(line, '\n', have - (line - buf)))) {
+			*nl = 0;
+			if (!skip)
+				got |= srn_cred_line(line, c);
+			skip = false;
+			line = nl + 1;
+		}
+		have -= (size_t)(line - buf);
+		memmove(buf, line, have);
+		if (have == sizeof(buf) - 1) { /* a long line: drop it */
+			have = 0;
+			skip = true;
+		}
+	}
+	return got;
+}
+
 /* pid 0: this process. 0 or -1 (gone, or not ours to read). */
 static int srn_cred_read(pid_t pid, struct srn_cred *c)
 {
-	char path[48], line[256];
+	char path[48];
 	struct stat st;
-	unsigned got = 0;
-	FILE *f;
+	unsigned got;
+	int fd;
 
 	if (pid)
 		snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
@@ -131,21 +211,11 @@ static int srn_cred_read(pid_t pid, struct srn_cred *c)
 	c->userns = (unsigned long)st.st_ino;
 	if (pid)
 		snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(pid ? path : "/proc/self/status", "re");
-	while (f && got != 15 && fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "Uid: %u %u %u", &c->uid[0], &c->uid[1],
-			   &c->uid[2]) == 3)
-			got |= 1;
-		else if (sscanf(line, "Gid: %u %u %u", &c->gid[0], &c->gid[1],
-				&c->gid[2]) == 3)
-			got |= 2;
-		else if (sscanf(line, "CapPrm: %llx", &c->prm) == 1)
-			got |= 4;
-		else if (sscanf(line, "CapEff: %llx", &c->eff) == 1)
-			got |= 8;
-	}
-	if (f)
-		fclose(f);
+	fd = open(pid ? path : "/proc/self/status", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	got = srn_cred_parse(fd, c);
+	close(fd);
 	return got == 15 ? 0 : -1;
 }
 

@@ -9,6 +9,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -913,6 +914,39 @@ static void test_kin_memo(void)
 	CHECK(!kin_from_thread(child));
 }
 
+/*
+ * The peer's credentials come from /proc/PID/status, parsed a read at a
+ * time (util/self.c): a "Groups:" line longer than the read buffer (a
+ * user in hundreds of groups) is skipped whole, and the lines after it
+ * (CapPrm, CapEff) are still found. Root only (setgroups).
+ */
+static void test_kin_groups(void)
+{
+	static gid_t g[600];
+	int p[2], st = -1;
+	pid_t child;
+	char c;
+
+	if (geteuid() != 0)
+		return;
+	for (unsigned i = 0; i < 600; i++)
+		g[i] = 100000 + i; /* "100123 ": 4,200 bytes in all */
+	CHECK(pipe(p) == 0);
+	child = fork();
+	if (child == 0) {
+		close(p[0]);
+		if (setgroups(600, g) == 0 && write(p[1], "k", 1) == 1)
+			pause();
+		_exit(1);
+	}
+	close(p[1]);
+	CHECK(read(p[0], &c, 1) == 1);
+	close(p[0]);
+	CHECK(kin_from_thread(child)); /* root's, dumpable: kin */
+	kill(child, SIGKILL);
+	CHECK(waitpid(child, &st, 0) == child);
+}
+
 int main(void)
 {
 	test_rq_ring();
@@ -932,5 +966,6 @@ int main(void)
 	test_fdshare_slot();
 	test_cred_may_trace();
 	test_kin_memo();
+	test_kin_groups();
 	return unit_summary();
 }
