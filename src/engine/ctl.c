@@ -469,8 +469,13 @@ static int srn_ctl_fds_ok(int fd, const int *fds, unsigned nfds)
 	return 0;
 }
 
+/* kin_seen: the caller found the process at the other end of fd kin
+ * just now (srn_ctl_dial_own, srn_ctl_conn_attach); the kernel's
+ * credentials of a connected socket never change, so srn_ctl_fds_ok's own
+ * asking would only repeat that. */
 static int srn_ctl_sendmsg_flags(int fd, const void *msg, size_t len,
-				 const int *fds, unsigned nfds, int flags)
+				 const int *fds, unsigned nfds, int flags,
+				 bool kin_seen)
 {
 	char cbuf[CMSG_SPACE(sizeof(int) * SRN_CTL_MAX_FDS)];
 	struct iovec iov = { (void *)msg, len };
@@ -479,7 +484,7 @@ static int srn_ctl_sendmsg_flags(int fd, const void *msg, size_t len,
 
 	if (nfds > SRN_CTL_MAX_FDS)
 		return -EINVAL;
-	if (nfds && srn_ctl_fds_ok(fd, fds, nfds))
+	if (nfds && !kin_seen && srn_ctl_fds_ok(fd, fds, nfds))
 		return -EPERM;
 	if (nfds) {
 		memset(cbuf, 0, sizeof(cbuf));
@@ -499,7 +504,7 @@ static int srn_ctl_sendmsg_flags(int fd, const void *msg, size_t len,
 int srn_ctl_sendmsg(int fd, const void *msg, size_t len, const int *fds,
 		    unsigned nfds)
 {
-	return srn_ctl_sendmsg_flags(fd, msg, len, fds, nfds, 0);
+	return srn_ctl_sendmsg_flags(fd, msg, len, fds, nfds, 0, false);
 }
 
 /*
@@ -518,11 +523,21 @@ int srn_ctl_reply(int fd, struct srn_ctl_hdr *h, const int *fds, unsigned nfds)
 	return srn_ctl_sendmsg(fd, h, h->len, NULL, 0);
 }
 
-/* As srn_ctl_sendmsg, never waiting: -EAGAIN when the socket is full. */
-int srn_ctl_trysendmsg(int fd, const void *msg, size_t len, const int *fds,
-		       unsigned nfds)
+/* As srn_ctl_reply, to an asker srn_ctl_conn_attach has just let attach
+ * (it found it kin). */
+int srn_ctl_reply_kin(int fd, struct srn_ctl_hdr *h, const int *fds,
+		      unsigned nfds)
 {
-	return srn_ctl_sendmsg_flags(fd, msg, len, fds, nfds, MSG_DONTWAIT);
+	return srn_ctl_sendmsg_flags(fd, h, h->len, fds, nfds, 0, true);
+}
+
+/* As srn_ctl_sendmsg, never waiting: -EAGAIN when the socket is full;
+ * kin_seen as for srn_ctl_sendmsg_flags. */
+int srn_ctl_trysendmsg(int fd, const void *msg, size_t len, const int *fds,
+		       unsigned nfds, bool kin_seen)
+{
+	return srn_ctl_sendmsg_flags(fd, msg, len, fds, nfds, MSG_DONTWAIT,
+				     kin_seen);
 }
 
 /*

@@ -80,7 +80,8 @@ static void srn_shm_on_connect(struct srn_ctl_conn *c,
 		fds[n++] = qp->srq->seg.fd;
 		rep.fd_mask |= 1u << SRN_REPFD_SRQ;
 	}
-	err = srn_ctl_reply(srn_ctl_conn_fd(c), &rep.hdr, fds, n);
+	/* attached: found kin just now */
+	err = srn_ctl_reply_kin(srn_ctl_conn_fd(c), &rep.hdr, fds, n);
 	if (err == -EPIPE || err == -ECONNRESET) /* the asker is gone */
 		srn_dbg("QP 0x%06x: connect reply: %s", rep.qpn,
 			strerror(-err));
@@ -284,8 +285,9 @@ static int srn_shm_views(struct srn_peer *p, uint32_t dqpn)
 
 /* Sends CONNECT_REQ with our progress thread's kick eventfd. Never waits
  * (the progress thread may be the caller): -EAGAIN when the socket cannot
- * take it now. */
-static int srn_shm_send_req(struct srn_peer *p)
+ * take it now. kin_seen: right after the dial, which found the target's
+ * process kin (srn_ctl_trysendmsg need not ask again). */
+static int srn_shm_send_req(struct srn_peer *p, bool kin_seen)
 {
 	struct srn_ctl_connect_req req = {
 		.hdr = { SRN_CTL_MAGIC, SRN_CTL_VERSION, SRN_CTL_CONNECT_REQ, 0,
@@ -296,7 +298,8 @@ static int srn_shm_send_req(struct srn_peer *p)
 	};
 	int kick = srn_progress_kick_fd();
 
-	return srn_ctl_trysendmsg(p->conn.fd, &req, sizeof(req), &kick, 1);
+	return srn_ctl_trysendmsg(p->conn.fd, &req, sizeof(req), &kick, 1,
+				  kin_seen);
 }
 
 /*
@@ -416,7 +419,7 @@ static int srn_shm_ctl_ask(struct srn_peer *p, bool wait_kept)
 	if (!p->req_out && !p->deferred) {
 		if (now < p->next_try_ns)
 			return -EAGAIN;
-		err = srn_shm_send_req(p);
+		err = srn_shm_send_req(p, false);
 		if (err) {
 			srn_shm_refused(p, err, now);
 			return -EAGAIN;
@@ -476,7 +479,7 @@ int srn_shm_ctl_connect(struct srn_peer *p, uint32_t dqpn)
 	}
 	/* ask, and take the answer when the QP first needs its peer
 	 * (srn_shm_ctl_retry): RTR waits for no other process */
-	err = srn_shm_send_req(p);
+	err = srn_shm_send_req(p, true);
 	if (err)
 		srn_shm_refused(p, err, srn_now_ns());
 	else
