@@ -13,8 +13,10 @@
  * (docs/security.md, "Same host: the control socket").
  */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,10 +35,9 @@ uid_t srn_euid;
  * What srn_self_kin remembers, for the whole process (connection set-up
  * asks about one peer from several threads: the one at RTR, the progress
  * thread that lets the peer attach): verdicts on peers for a second each,
- * and this process's own credentials as /proc showed them after the last
- * srn_self_refresh. Taken with a trylock only: a thread that finds it
- * held works the verdict out itself, and so does a forked child whose
- * parent held it at fork (the entries also name the pid that kept them).
+ * and this process's own credentials as /proc showed them. Taken with a
+ * trylock only: a thread that finds it held works the verdict out itself;
+ * a forked child starts with none of it (srn_self_atfork_child).
  */
 #define SRN_KIN_MEMO 16
 #define SRN_KIN_MEMO_NS 1000000000ull
@@ -52,22 +53,29 @@ static struct {
 	pthread_mutex_t lock;
 	struct srn_kin_memo memo[SRN_KIN_MEMO];
 	unsigned next;
-	/* ours, read once per refresh: a credential dropped later (a lower
-	 * uid's, fewer capabilities) is judged as the one we had, which
-	 * only refuses more (srn_cred_may_trace: tracer's ids and
-	 * capabilities against ours) */
+	/* ours, as read when srn_self_refresh last ran (cred_gen): used
+	 * only while our real, effective and saved ids are still those
+	 * (srn_self_cred_fresh); capabilities can only have been dropped
+	 * since, which makes the peer's right over us look smaller, never
+	 * larger (srn_cred_may_trace) */
 	struct srn_cred cred;
 	pid_t cred_pid; /* srn_pid when cred was read; 0: none */
+	unsigned cred_gen;
 } srn_kin = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* Bumped by every srn_self_refresh, whoever holds srn_kin.lock. */
+static unsigned srn_self_gen;
 
 static int srn_cred_read(pid_t pid, struct srn_cred *c);
 static int srn_ptrace_scope(void);
 
-/* Also reads our credentials (and Yama's scope) for srn_self_kin: a
- * device list is made before any connection, which then needs not read
- * them. */
+/* Also reads our credentials (and Yama's scope) for srn_self_kin, when
+ * the first device is opened (or an RPC server made): a connection's
+ * set-up then needs not read them. */
 void srn_self_refresh(void)
 {
+	/* relaxed: a number compared, nothing published with it */
+	unsigned gen = __atomic_add_fetch(&srn_self_gen, 1, __ATOMIC_RELAXED);
 	struct srn_cred c;
 	bool ok;
 
@@ -75,11 +83,22 @@ void srn_self_refresh(void)
 	srn_euid = geteuid();
 	ok = srn_cred_read(0, &c) == 0;
 	(void)srn_ptrace_scope();
-	if (pthread_mutex_trylock(&srn_kin.lock) == 0) {
+	if (ok && pthread_mutex_trylock(&srn_kin.lock) == 0) {
 		srn_kin.cred = c;
-		srn_kin.cred_pid = ok ? srn_pid : 0; /* else when next asked */
+		srn_kin.cred_pid = srn_pid;
+		srn_kin.cred_gen = gen;
 		pthread_mutex_unlock(&srn_kin.lock);
 	}
+}
+
+/* In a forked child (src/verbs/verbs_context.c): nothing of the parent's,
+ * and a lock no parent thread can have left held. */
+void srn_self_atfork_child(void)
+{
+	pthread_mutex_init(&srn_kin.lock, NULL);
+	memset(srn_kin.memo, 0, sizeof(srn_kin.memo));
+	srn_kin.cred_pid = 0;
+	srn_pid = getpid();
 }
 
 /* At load, only who we are: a program that never opens a device reads
@@ -118,25 +137,36 @@ static int srn_ptrace_scope(void)
 
 #define SRN_CAP_SYS_PTRACE 19
 
-/* Parses n unsigned numbers (base) after the "Name:" prefix of a line of
- * /proc/PID/status. */
+/* Parses n numbers (base; each at most max) after the field's name
+ * ("Uid:") at the start of a line of /proc/PID/status: digits only, each
+ * after blanks. */
 static bool srn_cred_field(const char *line, const char *name, int base,
-			   unsigned long long *v, unsigned n)
+			   unsigned long long max, unsigned long long *v,
+			   unsigned n)
 {
 	size_t k = strlen(name);
+	int saved = errno;
+	bool ok = true;
 	char *end;
 
 	if (strncmp(line, name, k))
 		return false;
 	line += k;
-	for (unsigned i = 0; i < n; i++) {
+	for (unsigned i = 0; ok && i < n; i++) {
+		while (*line == ' ' || *line == '\t')
+			line++;
+		if (base == 16 ? !isxdigit((unsigned char)*line) :
+				 !isdigit((unsigned char)*line)) {
+			ok = false;
+			break;
+		}
 		errno = 0;
 		v[i] = strtoull(line, &end, base);
-		if (end == line || errno)
-			return false;
+		ok = !errno && v[i] <= max;
 		line = end;
 	}
-	return true;
+	errno = saved;
+	return ok;
 }
 
 /* One line of /proc/PID/status: the bits of what it gave (1 Uid, 2 Gid,
@@ -145,27 +175,27 @@ static unsigned srn_cred_line(const char *line, struct srn_cred *c)
 {
 	unsigned long long v[3];
 
-	if (srn_cred_field(line, "Uid:", 10, v, 3)) {
+	if (srn_cred_field(line, "Uid:", 10, UINT_MAX, v, 3)) {
 		for (int i = 0; i < 3; i++)
 			c->uid[i] = (unsigned)v[i];
 		return 1;
 	}
-	if (srn_cred_field(line, "Gid:", 10, v, 3)) {
+	if (srn_cred_field(line, "Gid:", 10, UINT_MAX, v, 3)) {
 		for (int i = 0; i < 3; i++)
 			c->gid[i] = (unsigned)v[i];
 		return 2;
 	}
-	if (srn_cred_field(line, "CapPrm:", 16, &c->prm, 1))
+	if (srn_cred_field(line, "CapPrm:", 16, ULLONG_MAX, &c->prm, 1))
 		return 4;
-	if (srn_cred_field(line, "CapEff:", 16, &c->eff, 1))
+	if (srn_cred_field(line, "CapEff:", 16, ULLONG_MAX, &c->eff, 1))
 		return 8;
 	return 0;
 }
 
-/* Reads fd's lines: the bits srn_cred_line found. A line longer than the
- * buffer (Groups: of a user in many groups) is skipped. Plain reads, not
- * stdio: a connection's first set-up waits for this. */
-static unsigned srn_cred_parse(int fd, struct srn_cred *c)
+/* Reads fd's lines: the bits srn_cred_line found (util.h). A line longer
+ * than the buffer (Groups: of a user in many groups) is skipped. Plain
+ * reads, not stdio: a connection's first set-up waits for this. */
+unsigned srn_cred_parse(int fd, struct srn_cred *c)
 {
 	char buf[2048];
 	size_t have = 0;
@@ -256,6 +286,27 @@ static bool srn_self_may_trace(pid_t pid)
 	return process_vm_readv(pid, &l, 1, &r, 1, 0) < 0 && errno == EFAULT;
 }
 
+/* Under srn_kin.lock: may the credentials kept be used? Ours, read since
+ * the last refresh, and our ids unchanged. */
+static bool srn_self_cred_fresh(void)
+{
+	const struct srn_cred *c = &srn_kin.cred;
+	uid_t u[3];
+	gid_t g[3];
+
+	/* relaxed: as in srn_self_refresh */
+	if (srn_kin.cred_pid != srn_pid ||
+	    srn_kin.cred_gen !=
+		    __atomic_load_n(&srn_self_gen, __ATOMIC_RELAXED))
+		return false;
+	if (getresuid(&u[0], &u[1], &u[2]) || getresgid(&g[0], &g[1], &g[2]))
+		return false;
+	for (int i = 0; i < 3; i++)
+		if (c->uid[i] != u[i] || c->gid[i] != g[i])
+			return false;
+	return true;
+}
+
 /* Sharing memory with pid gives neither side a right it lacked: each may
  * ptrace the other. This one's right over pid is asked of the kernel; pid's
  * over this one is worked out from what /proc says of both. */
@@ -265,13 +316,16 @@ static bool srn_self_kin_eval(pid_t pid, uid_t uid, bool locked)
 
 	if (pid <= 0 || uid != srn_euid || !srn_self_may_trace(pid))
 		return false;
-	if (locked && srn_kin.cred_pid == srn_pid) {
+	if (locked && srn_self_cred_fresh()) {
 		self = srn_kin.cred;
 	} else if (srn_cred_read(0, &self)) {
 		return false;
 	} else if (locked) {
 		srn_kin.cred = self;
 		srn_kin.cred_pid = srn_pid;
+		/* relaxed: as in srn_self_refresh */
+		srn_kin.cred_gen =
+			__atomic_load_n(&srn_self_gen, __ATOMIC_RELAXED);
 	}
 	if (srn_cred_read(pid, &peer) || peer.uid[1] != (unsigned)uid)
 		return false;

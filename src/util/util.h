@@ -30,6 +30,7 @@ extern pid_t srn_pid;
 extern uid_t srn_euid; /* as it was when a device list was first made */
 void srn_self_refresh(void);
 bool srn_self_kin(pid_t pid, uid_t uid);
+void srn_self_atfork_child(void);
 /* What ptrace's access check reads of a process (/proc/<pid>/status). */
 struct srn_cred {
 	unsigned uid[3], gid[3]; /* real, effective, saved */
@@ -38,6 +39,9 @@ struct srn_cred {
 };
 bool srn_cred_may_trace(const struct srn_cred *t, const struct srn_cred *e,
 			bool e_dumpable, int scope);
+/* /proc/PID/status read from fd: bits of what was found (1 Uid, 2 Gid,
+ * 4 CapPrm, 8 CapEff); all four: 15. */
+unsigned srn_cred_parse(int fd, struct srn_cred *c);
 
 /* ---- random.c: the kernel's CSPRNG, pooled per thread ---- */
 uint32_t srn_random_u32(void);

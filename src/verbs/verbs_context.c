@@ -15,7 +15,7 @@
 
 static void srn_atfork_child(void)
 {
-	srn_pid = getpid();
+	srn_self_atfork_child(); /* srn_pid too */
 	srn_memreg_atfork_child();
 	srn_progress_atfork_child();
 }

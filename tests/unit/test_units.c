@@ -905,13 +905,63 @@ static void test_kin_memo(void)
 	CHECK(kin_from_thread(child)); /* another thread: the memo */
 	probe = fork();
 	if (probe == 0) { /* a child of ours judges afresh */
-		srn_self_refresh();
+		srn_self_atfork_child(); /* as the library's atfork handler */
 		_exit(srn_self_kin(child, srn_euid) ? 1 : 0);
 	}
 	CHECK(probe > 0 && waitpid(probe, &st, 0) == probe);
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	usleep(1100 * 1000); /* past the memo's second */
 	CHECK(!kin_from_thread(child));
+}
+
+/* srn_cred_parse of text, written whole into a pipe first (a read then
+ * returns all that it asks for). */
+static unsigned cred_parse_text(const char *text, struct srn_cred *c)
+{
+	int p[2];
+	unsigned got;
+
+	memset(c, 0, sizeof(*c));
+	CHECK(pipe(p) == 0);
+	CHECK(write(p[1], text, strlen(text)) == (ssize_t)strlen(text));
+	close(p[1]);
+	got = srn_cred_parse(p[0], c);
+	close(p[0]);
+	return got;
+}
+
+/*
+ * The /proc/PID/status parser (util/self.c): the four lines it needs, ids
+ * that fit 32 bits, digits only; a line longer than its 2,047-byte buffer
+ * is skipped whole: here a Groups: line whose part past the buffer reads
+ * as a Uid: line (it must not be taken for one); a last line without its
+ * newline is not taken.
+ */
+static void test_cred_parse(void)
+{
+	static const char head[] = "Name:\tx\nUid:\t1\t2\t3\t4\n"
+				   "Gid:\t5\t6\t7\t8\n";
+	static const char caps[] = "CapPrm:\t00000000000000ff\n"
+				   "CapEff:\t0000000000000001\n";
+	static char text[8192];
+	struct srn_cred c;
+	size_t n;
+
+	snprintf(text, sizeof(text), "%s%s", head, caps);
+	CHECK(cred_parse_text(text, &c) == 15);
+	CHECK(c.uid[0] == 1 && c.uid[1] == 2 && c.uid[2] == 3);
+	CHECK(c.gid[0] == 5 && c.gid[2] == 7);
+	CHECK(c.prm == 0xff && c.eff == 1);
+	/* the Groups: line's first 2,047 bytes fill the buffer */
+	n = snprintf(text, sizeof(text), "%sGroups:\t", head);
+	memset(text + n, '7', 2047 - strlen("Groups:\t"));
+	n += 2047 - strlen("Groups:\t");
+	snprintf(text + n, sizeof(text) - n, "Uid:\t9\t9\t9\t9\n%s", caps);
+	CHECK(cred_parse_text(text, &c) == 15);
+	CHECK(c.uid[0] == 1 && c.uid[1] == 2 && c.prm == 0xff);
+	CHECK(cred_parse_text("Uid:\t4294967296\t0\t0\t0\n", &c) == 0);
+	CHECK(cred_parse_text("Uid:\t-1\t0\t0\t0\n", &c) == 0);
+	CHECK(cred_parse_text("Gid:\t1\t2\t3\t4\nCapEff:\t01", &c) == 2);
 }
 
 /*
@@ -965,6 +1015,7 @@ int main(void)
 	test_ctl_reset();
 	test_fdshare_slot();
 	test_cred_may_trace();
+	test_cred_parse();
 	test_kin_memo();
 	test_kin_groups();
 	return unit_summary();
