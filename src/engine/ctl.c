@@ -531,13 +531,21 @@ int srn_ctl_reply_kin(int fd, struct srn_ctl_hdr *h, const int *fds,
 	return srn_ctl_sendmsg_flags(fd, h, h->len, fds, nfds, 0, true);
 }
 
-/* As srn_ctl_sendmsg, never waiting: -EAGAIN when the socket is full;
- * kin_seen as for srn_ctl_sendmsg_flags. */
+/* As srn_ctl_sendmsg, never waiting: -EAGAIN when the socket is full. */
 int srn_ctl_trysendmsg(int fd, const void *msg, size_t len, const int *fds,
-		       unsigned nfds, bool kin_seen)
+		       unsigned nfds)
 {
 	return srn_ctl_sendmsg_flags(fd, msg, len, fds, nfds, MSG_DONTWAIT,
-				     kin_seen);
+				     false);
+}
+
+/* As srn_ctl_trysendmsg, right after srn_ctl_dial_own found the process
+ * at the other end of fd kin. */
+int srn_ctl_trysendmsg_kin(int fd, const void *msg, size_t len, const int *fds,
+			   unsigned nfds)
+{
+	return srn_ctl_sendmsg_flags(fd, msg, len, fds, nfds, MSG_DONTWAIT,
+				     true);
 }
 
 /*

@@ -164,7 +164,9 @@ int srn_ctl_reply_kin(int fd, struct srn_ctl_hdr *h, const int *fds,
 ssize_t srn_ctl_recvmsg(int fd, void *msg, size_t len, int *fds,
 			unsigned *nfds);
 int srn_ctl_trysendmsg(int fd, const void *msg, size_t len, const int *fds,
-		       unsigned nfds, bool kin_seen);
+		       unsigned nfds);
+int srn_ctl_trysendmsg_kin(int fd, const void *msg, size_t len, const int *fds,
+			   unsigned nfds);
 ssize_t srn_ctl_tryrecvmsg(int fd, void *msg, size_t len, int *fds,
 			   unsigned *nfds);
 void srn_ctl_bye(int fd);

@@ -298,8 +298,10 @@ static int srn_shm_send_req(struct srn_peer *p, bool kin_seen)
 	};
 	int kick = srn_progress_kick_fd();
 
-	return srn_ctl_trysendmsg(p->conn.fd, &req, sizeof(req), &kick, 1,
-				  kin_seen);
+	return kin_seen ? srn_ctl_trysendmsg_kin(p->conn.fd, &req, sizeof(req),
+						 &kick, 1) :
+			  srn_ctl_trysendmsg(p->conn.fd, &req, sizeof(req),
+					     &kick, 1);
 }
 
 /*
